@@ -1,0 +1,182 @@
+/*
+ * xg2.h -- the whole ABI of the xg2 native core.
+ *
+ * Four opaque objects, each built from the one before:
+ *
+ *   xg2_vocab     a tokenizer's tokens decoded to bytes, sorted, in a prefix trie
+ *   xg2_grammar   an EBNF grammar parsed, normalised and turned into per-rule FSMs
+ *   xg2_compiled  a grammar bound to a vocab (owns the token-mask work for the pair)
+ *   xg2_matcher   one generation: an Earley parser with its whole history
+ *
+ * Conventions
+ *   - Every function that can fail returns an int status (XG2_OK or an XG2_ERR_*
+ *     code).  On failure, xg2_last_error() returns a message naming what was wrong
+ *     and where; it is kept per thread, so read it on the thread that made the call.
+ *   - Output handles are written only on success.  Passing NULL to a *_free
+ *     function is a safe no-op.
+ *   - Objects are reference counted internally: freeing a vocab or grammar that a
+ *     compiled grammar still uses is safe; the memory lives until the last user
+ *     is freed.
+ *   - Threading: vocab, grammar and compiled objects are immutable after creation
+ *     (apart from internal caches, which lock) and may be shared by any number of
+ *     threads.  A matcher must not be used by two threads at once; different
+ *     matchers may be used concurrently.
+ *   - The library never aborts the process and never reads past a caller buffer:
+ *     sizes are always passed explicitly and checked.
+ *
+ * This header is fed verbatim (minus preprocessor lines) to cffi's cdef(), so it
+ * keeps to plain C declarations and integer #defines.
+ */
+#ifndef XG2_H
+#define XG2_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define XG2_ABI_VERSION 1
+
+/* Status codes.  ORDER STATUS: keep in sync with xg2_plugin/_errors.py.
+ * New codes may be added; callers must treat unknown codes as errors. */
+#define XG2_OK 0
+#define XG2_ERR_ARG 1      /* invalid argument: NULL, out of range, wrong size */
+#define XG2_ERR_GRAMMAR 2  /* the grammar text or structure is invalid */
+#define XG2_ERR_NOMEM 3    /* an allocation failed */
+#define XG2_ERR_LIMIT 4    /* a size or work limit was exceeded (message names it) */
+#define XG2_ERR_STATE 5    /* the call is not valid in the object's current state */
+#define XG2_ERR_INTERNAL 6 /* an internal invariant was violated (a bug) */
+
+/* Vocabulary encodings. */
+#define XG2_VOCAB_RAW 0           /* tokens are their own UTF-8 bytes (tiktoken style) */
+#define XG2_VOCAB_BYTE_FALLBACK 1 /* SentencePiece: "<0xNN>" byte pieces, U+2581 for space */
+#define XG2_VOCAB_BYTE_LEVEL 2    /* GPT-2 byte-to-unicode alphabet */
+
+/* Flags reported per token by xg2_vocab_token(). */
+#define XG2_TOKEN_SPECIAL 1 /* control/special token: never matched as bytes */
+#define XG2_TOKEN_STOP 2    /* a stop (end-of-sequence) token */
+#define XG2_TOKEN_PADDING 4 /* id beyond the tokenizer's vocabulary: never allowed */
+
+typedef struct xg2_vocab xg2_vocab;
+typedef struct xg2_grammar xg2_grammar;
+typedef struct xg2_compiled xg2_compiled;
+typedef struct xg2_matcher xg2_matcher;
+
+/* ---- library ---------------------------------------------------------- */
+
+/* Returns XG2_ABI_VERSION of the compiled library. */
+int xg2_abi_version(void);
+
+/* The message of the last failed call on this thread ("" if none).  The pointer
+ * stays valid until the next failing call on the same thread. */
+const char *xg2_last_error(void);
+
+/* ---- vocab ------------------------------------------------------------ */
+
+/* Build a vocab from encoded token strings.
+ *   data/offsets: token i is data[offsets[i] .. offsets[i+1]), n_tokens + 1 offsets.
+ *   vocab_size:   the model's vocabulary size (mask width), >= n_tokens; ids in
+ *                 [n_tokens, vocab_size) are padding and never allowed.
+ *   special_ids:  tokens that are control tokens (never matched as text).
+ *   stop_ids:     the stop tokens, allowed exactly when the grammar can end.
+ * Tokens that decode to no bytes are treated as special. */
+int xg2_vocab_new(int vocab_type, const char *data, const uint32_t *offsets, int32_t n_tokens,
+                  int32_t vocab_size, const int32_t *special_ids, int32_t n_special,
+                  const int32_t *stop_ids, int32_t n_stop, xg2_vocab **out);
+void xg2_vocab_free(xg2_vocab *vocab);
+
+/* The mask width (model vocabulary size) and the tokenizer's token count. */
+int32_t xg2_vocab_size(const xg2_vocab *vocab);
+int32_t xg2_vocab_num_tokens(const xg2_vocab *vocab);
+
+/* Decoded bytes and XG2_TOKEN_* flags of one token id in [0, vocab_size).
+ * *data stays valid for the vocab's lifetime. */
+int xg2_vocab_token(const xg2_vocab *vocab, int32_t id, const char **data, size_t *len,
+                    int *flags);
+
+/* Copy up to cap stop / special token ids into out; returns how many there are. */
+int32_t xg2_vocab_stop_ids(const xg2_vocab *vocab, int32_t *out, int32_t cap);
+int32_t xg2_vocab_special_ids(const xg2_vocab *vocab, int32_t *out, int32_t cap);
+
+/* ---- grammar ---------------------------------------------------------- */
+
+/* Parse EBNF text (XGrammar's dialect, see README) whose start rule is root_rule.
+ * Errors give line and column and what was expected. */
+int xg2_grammar_from_ebnf(const char *text, size_t len, const char *root_rule,
+                          xg2_grammar **out);
+void xg2_grammar_free(xg2_grammar *grammar);
+
+/* Print the normalised grammar as EBNF text.  Writes at most cap bytes (no NUL)
+ * and sets *len to the full length, so a first call with cap 0 sizes the buffer. */
+int xg2_grammar_print(const xg2_grammar *grammar, char *buf, size_t cap, size_t *len);
+
+/* Number of rules and of FSM states after normalisation (for diagnostics). */
+int32_t xg2_grammar_num_rules(const xg2_grammar *grammar);
+int32_t xg2_grammar_num_states(const xg2_grammar *grammar);
+
+/* ---- compiled grammar ------------------------------------------------- */
+
+int xg2_compiled_new(const xg2_grammar *grammar, const xg2_vocab *vocab, xg2_compiled **out);
+void xg2_compiled_free(xg2_compiled *compiled);
+
+/* Bytes of memory held by the compiled grammar (grammar tables and caches). */
+size_t xg2_compiled_memory_bytes(const xg2_compiled *compiled);
+
+/* ---- matcher ---------------------------------------------------------- */
+
+/* A matcher at the start of the grammar.
+ *   stop_ids/n_stop: if n_stop >= 0, these replace the vocab's stop tokens.
+ *   terminate_without_stop: if nonzero, the matcher counts as terminated as soon
+ *   as the grammar is complete, without a stop token. */
+int xg2_matcher_new(const xg2_compiled *compiled, const int32_t *stop_ids, int32_t n_stop,
+                    int terminate_without_stop, xg2_matcher **out);
+void xg2_matcher_free(xg2_matcher *matcher);
+
+/* An independent copy of the matcher's whole state (history included). */
+int xg2_matcher_fork(const xg2_matcher *matcher, xg2_matcher **out);
+
+/* Advance by one token.  *accepted is 1 if the token was consumed, 0 if the
+ * grammar rejects it (state unchanged).  A token id outside [0, vocab_size) is
+ * XG2_ERR_ARG.  After termination every token is rejected. */
+int xg2_matcher_accept_token(xg2_matcher *matcher, int32_t token, int *accepted);
+
+/* Advance by raw bytes, as one rollback step.  All or nothing. */
+int xg2_matcher_accept_bytes(xg2_matcher *matcher, const char *data, size_t len, int *accepted);
+
+/* Write the next-token mask into row[0 .. n_words), n_words == ceil(vocab_size/32):
+ * bit (t & 31) of word (t >> 5) is 1 iff token t may come next.  Stop tokens are
+ * allowed exactly when the grammar can end.  *need_apply is 0 iff every token in
+ * the vocabulary is allowed.  The matcher state is unchanged. */
+int xg2_matcher_fill_mask(xg2_matcher *matcher, int32_t *row, int64_t n_words, int *need_apply);
+
+/* The longest byte string every continuation must start with, cut to whole
+ * UTF-8 characters.  Writes at most cap bytes and sets *len to the full length
+ * (bounded by an internal limit).  The matcher state is unchanged. */
+int xg2_matcher_jump_forward(xg2_matcher *matcher, char *buf, size_t cap, size_t *len);
+
+/* Undo the last n accepted steps (tokens, strings, or the stop token). */
+int xg2_matcher_rollback(xg2_matcher *matcher, int32_t n);
+
+/* Back to the start of the grammar. */
+int xg2_matcher_reset(xg2_matcher *matcher);
+
+/* 1 after a stop token was accepted (or, with terminate_without_stop, once the
+ * grammar is complete); 0 otherwise. */
+int xg2_matcher_is_terminated(const xg2_matcher *matcher);
+
+/* 1 iff the input accepted so far is a complete string of the grammar. */
+int xg2_matcher_is_completed(const xg2_matcher *matcher);
+
+/* Steps accepted so far (what rollback can undo). */
+int32_t xg2_matcher_num_steps(const xg2_matcher *matcher);
+
+/* Copy up to cap of the matcher's stop token ids; returns how many there are. */
+int32_t xg2_matcher_stop_ids(const xg2_matcher *matcher, int32_t *out, int32_t cap);
+
+/* Fill one mask row per matcher on up to n_threads threads.
+ *   bitmask: rows of row_words int32 words; matcher i fills row rows[i]
+ *            (or row i when rows is NULL); every row index must be < n_rows.
+ * Matchers must be distinct.  Returns the first failure, if any. */
+int xg2_batch_fill_masks(xg2_matcher *const *matchers, int32_t n, int32_t *bitmask,
+                         int64_t n_rows, int64_t row_words, const int32_t *rows,
+                         int32_t n_threads);
+
+#endif /* XG2_H */

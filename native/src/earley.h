@@ -1,0 +1,77 @@
+/*
+ * earley.h -- an Earley parser over the linked per-rule DFAs, one input byte
+ * per step, with its whole history kept so any number of steps can be undone.
+ *
+ * Item (state, origin, count, guard):
+ *   state   a global DFA state (or the pseudo-state of a counted repetition);
+ *   origin  the input position where this rule instance began;
+ *   count   completed iterations of a counted repetition, else 0;
+ *   guard   pending lookahead assertions (0: none): rule R with (= L) that
+ *           completed at position i lets its parent continue only while the
+ *           text after i can still start with a string of L.
+ *
+ * Set i holds the items after i input bytes.  Items whose state has rule
+ * edges (or a counter) are also listed in the set's wait list, which is what
+ * a completion scans.  Popping a step truncates the flat arrays.
+ */
+#ifndef XG2_EARLEY_H
+#define XG2_EARLEY_H
+
+#include "grammar.h"
+
+typedef struct {
+    uint32_t state, origin, count, guard;
+} xg2_item;
+
+typedef struct {
+    uint32_t rule, guard;
+} xg2_null_done;
+
+typedef struct {
+    xg2_u32vec pool, off; /* members of guard g: pool[off[g] .. off[g+1]) */
+    uint32_t *tab;        /* interning: guard id + 1, 0 = empty slot */
+    uint32_t cap;
+} xg2_guards;
+
+typedef struct {
+    const xg2_grammar *g;
+    VEC(xg2_item) items;
+    xg2_u32vec set_start;  /* ns + 1 entries; the last is items.n */
+    xg2_u32vec wait;       /* item indices */
+    xg2_u32vec wait_start; /* ns + 1 entries; the last is wait.n */
+    VEC(uint8_t) input;    /* input[i]: the byte between set i and i + 1 */
+    uint32_t ns;           /* number of sets = input length + 1 */
+    /* scratch for the set under construction */
+    uint32_t *htab;        /* dedup: item index + 1 */
+    uint32_t hcap;
+    int hashed;
+    VEC(xg2_null_done) nulls;
+    xg2_u32vec tmp;
+    xg2_guards guards;
+} xg2_parser;
+
+#define XG2_GUARD_FAIL 0xFFFFFFFFu
+
+XG2_HIDDEN int xg2__parser_init(xg2_parser *p, const xg2_grammar *g);
+XG2_HIDDEN void xg2__parser_free(xg2_parser *p);
+XG2_HIDDEN int xg2__parser_copy(xg2_parser *dst, const xg2_parser *src);
+
+/* Back to the initial set only. */
+XG2_HIDDEN void xg2__parser_reset(xg2_parser *p);
+
+/* Consume one byte: 1 if some item survives, 0 if the byte is rejected (the
+ * parser is unchanged), or -status on failure (message set). */
+XG2_HIDDEN int xg2__parser_push(xg2_parser *p, uint8_t c);
+
+/* Undo the last n bytes (n <= input length). */
+XG2_HIDDEN void xg2__parser_pop(xg2_parser *p, uint32_t n);
+
+static inline uint32_t xg2__parser_len(const xg2_parser *p) { return p->ns - 1; }
+
+/* 1 iff the input so far is a complete string of the grammar. */
+XG2_HIDDEN int xg2__parser_can_end(const xg2_parser *p);
+
+/* Bytes some live item has an edge on (a superset of the acceptable ones). */
+XG2_HIDDEN void xg2__parser_next_bytes(const xg2_parser *p, xg2_byteset *out);
+
+#endif

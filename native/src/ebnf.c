@@ -1,0 +1,510 @@
+/*
+ * ebnf.c -- EBNF text (XGrammar's dialect, GBNF compatible) to IR.
+ *
+ *   grammar    -> rule*
+ *   rule       -> NAME '::=' choices ( '(=' choices ')' )?
+ *   choices    -> sequence ( '|' sequence )*
+ *   sequence   -> quantified+          (ends before '|' ')' '(=' EOF or NAME '::=')
+ *   quantified -> element ( '*' | '+' | '?' | '{' INT ( ',' INT? )? '}' )*
+ *   element    -> STRING | CLASS | NAME | MACRO '(' args ')' | '(' choices? ')'
+ *
+ * Comments run from '#' to the end of the line.  Strings and classes take the
+ * escapes \n \t \r \\ \" \' \xHH \uHHHH \UHHHHHHHH (code points, stored as UTF-8);
+ * classes also take \d \w \s and their negations.  Errors name line and column.
+ */
+#include <stdio.h>
+
+#include "ir.h"
+
+typedef struct {
+    const char *s;
+    size_t n, i;
+    uint32_t line, col;
+    xg2_ir *ir;
+    int depth;
+    int rc;
+    uint32_t cur_rule;
+} parser;
+
+static int perr(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int perr(parser *p, const char *fmt, ...) {
+    if (p->rc) return p->rc;
+    char msg[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    p->rc = xg2__fail(XG2_ERR_GRAMMAR, "EBNF error at line %u, column %u: %s", p->line, p->col, msg);
+    return p->rc;
+}
+
+static int peekc(const parser *p, size_t k) { return p->i + k < p->n ? (unsigned char)p->s[p->i + k] : -1; }
+
+static void adv(parser *p, size_t k) {
+    for (; k && p->i < p->n; k--, p->i++) {
+        if (p->s[p->i] == '\n') { p->line++; p->col = 1; }
+        else p->col++;
+    }
+}
+
+static void skip_ws(parser *p) {
+    for (;;) {
+        int c = peekc(p, 0);
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') adv(p, 1);
+        else if (c == '#') { while (peekc(p, 0) >= 0 && peekc(p, 0) != '\n') adv(p, 1); }
+        else return;
+    }
+}
+
+/* What the next token looks like, for error messages. */
+static const char *describe(parser *p, char *buf, size_t cap) {
+    int c = peekc(p, 0);
+    if (c < 0) return "end of input";
+    if (c >= 0x20 && c < 0x7F) snprintf(buf, cap, "'%c'", c);
+    else snprintf(buf, cap, "byte 0x%02x", c);
+    return buf;
+}
+
+static int is_name_start(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static int is_name_char(int c) { return is_name_start(c) || (c >= '0' && c <= '9') || c == '-' || c == '.'; }
+
+static size_t name_len_at(const parser *p, size_t at) {
+    size_t k = 0;
+    if (at >= p->n || !is_name_start((unsigned char)p->s[at])) return 0;
+    while (at + k < p->n && is_name_char((unsigned char)p->s[at + k])) k++;
+    return k;
+}
+
+/* Is the input at a rule definition "NAME ::=" ?  Does not move. */
+static int at_rule_start(const parser *p) {
+    size_t k = name_len_at(p, p->i);
+    if (!k) return 0;
+    size_t j = p->i + k;
+    while (j < p->n && (p->s[j] == ' ' || p->s[j] == '\t' || p->s[j] == '\n' || p->s[j] == '\r')) j++;
+    return j + 3 <= p->n && memcmp(p->s + j, "::=", 3) == 0;
+}
+
+/* ---- characters and escapes ---- */
+
+static int hexdig(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Read one character (escape or UTF-8) as a code point; -1 on error (reported).
+ * In a class, *set receives 'd','w','s' (or upper case) for a class escape. */
+static int32_t read_char(parser *p, int in_class, int *set) {
+    int c = peekc(p, 0);
+    if (c == '\\') {
+        int e = peekc(p, 1);
+        int32_t v = -1;
+        int ndig = 0;
+        switch (e) {
+        case 'n': v = '\n'; break;
+        case 't': v = '\t'; break;
+        case 'r': v = '\r'; break;
+        case 'a': v = 7; break;
+        case 'b': v = 8; break;
+        case 'f': v = 12; break;
+        case 'v': v = 11; break;
+        case 'e': v = 27; break;
+        case '0': v = 0; break;
+        case '\\': case '"': case '\'': case '?': v = e; break;
+        case 'x': ndig = 2; break;
+        case 'u': ndig = 4; break;
+        case 'U': ndig = 8; break;
+        default:
+            if (in_class && e >= 0 && strchr("[]-^/.*+(){}|$", e)) { v = e; break; }
+            if (in_class && e >= 0 && strchr("dDwWsS", e)) {
+                *set = e;
+                adv(p, 2);
+                return 0;
+            }
+            perr(p, "invalid escape sequence '\\%c'", e > 0x20 && e < 0x7F ? e : '?');
+            return -1;
+        }
+        if (ndig) {
+            v = 0;
+            for (int k = 0; k < ndig; k++) {
+                int h = hexdig(peekc(p, 2 + (size_t)k));
+                if (h < 0) { perr(p, "escape '\\%c' needs %d hex digits", e, ndig); return -1; }
+                v = v * 16 + h;
+                if (v > 0x10FFFF) { perr(p, "code point beyond U+10FFFF in escape"); return -1; }
+            }
+            adv(p, 2 + (size_t)ndig);
+        } else {
+            adv(p, 2);
+        }
+        return v;
+    }
+    /* A UTF-8 character. */
+    int len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (!len || p->i + (size_t)len > p->n) { perr(p, "invalid UTF-8 in grammar text"); return -1; }
+    int32_t v = len == 1 ? c : c & (0x7F >> len);
+    for (int k = 1; k < len; k++) {
+        int d = peekc(p, (size_t)k);
+        if ((d & 0xC0) != 0x80) { perr(p, "invalid UTF-8 in grammar text"); return -1; }
+        v = (v << 6) | (d & 0x3F);
+    }
+    adv(p, (size_t)len);
+    return v;
+}
+
+static int utf8_put(uint8_t *o, uint32_t cp) {
+    if (cp < 0x80) { o[0] = (uint8_t)cp; return 1; }
+    if (cp < 0x800) { o[0] = (uint8_t)(0xC0 | (cp >> 6)); o[1] = (uint8_t)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        o[0] = (uint8_t)(0xE0 | (cp >> 12));
+        o[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (uint8_t)(0xF0 | (cp >> 18));
+    o[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* ---- elements ---- */
+
+static uint32_t parse_string(parser *p) {
+    uint32_t line = p->line, col = p->col;
+    VEC(uint8_t) buf = {0};
+    adv(p, 1);
+    for (;;) {
+        int c = peekc(p, 0);
+        if (c < 0 || c == '\n' || c == '\r') {
+            p->line = line;
+            p->col = col;
+            perr(p, "unterminated string literal");
+            break;
+        }
+        if (c == '"') { adv(p, 1); break; }
+        int set = 0;
+        int32_t cp = read_char(p, 0, &set);
+        if (cp < 0) break;
+        if (cp >= 0xD800 && cp <= 0xDFFF) { perr(p, "surrogate code point U+%04X in a string", cp); break; }
+        if (vec_reserve(&buf, (uint64_t)buf.n + 4)) { p->rc = XG2_NOMEM(); break; }
+        buf.n += (uint32_t)utf8_put(buf.a + buf.n, (uint32_t)cp);
+    }
+    uint32_t id = p->rc ? 0 : xg2__ir_bytes(p->ir, buf.a, buf.n);
+    vec_free(&buf);
+    return id;
+}
+
+static int add_range(xg2_u32vec *r, uint32_t lo, uint32_t hi) {
+    return vec_push(r, lo) || vec_push(r, hi);
+}
+
+/* \d \w \s and negations as ranges. */
+static int add_class_escape(xg2_u32vec *r, int e) {
+    static const uint32_t d[] = {'0', '9'};
+    static const uint32_t w[] = {'0', '9', 'A', 'Z', '_', '_', 'a', 'z'};
+    static const uint32_t s[] = {'\t', '\r', ' ', ' '};
+    const uint32_t *src = e == 'd' || e == 'D' ? d : e == 'w' || e == 'W' ? w : s;
+    uint32_t n = e == 'd' || e == 'D' ? 1 : e == 'w' || e == 'W' ? 4 : 2;
+    if (e >= 'a') {
+        for (uint32_t k = 0; k < n; k++)
+            if (add_range(r, src[2 * k], src[2 * k + 1])) return 1;
+        return 0;
+    }
+    uint32_t next = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (src[2 * k] > next && add_range(r, next, src[2 * k] - 1)) return 1;
+        next = src[2 * k + 1] + 1;
+    }
+    return add_range(r, next, 0x10FFFF);
+}
+
+static uint32_t parse_class(parser *p) {
+    uint32_t line = p->line, col = p->col;
+    xg2_u32vec r = {0};
+    int negated = 0;
+    adv(p, 1);
+    if (peekc(p, 0) == '^') { negated = 1; adv(p, 1); }
+    for (int first = 1;; first = 0) {
+        int c = peekc(p, 0);
+        if (c < 0 || c == '\n' || c == '\r') {
+            p->line = line;
+            p->col = col;
+            perr(p, "unterminated character class");
+            break;
+        }
+        if (c == ']') { adv(p, 1); break; }
+        int set = 0;
+        int32_t lo = c == '-' && (first || peekc(p, 1) == ']') ? (adv(p, 1), '-') : read_char(p, 1, &set);
+        if (lo < 0) break;
+        if (set) {
+            if (add_class_escape(&r, set)) { p->rc = XG2_NOMEM(); break; }
+            continue;
+        }
+        int32_t hi = lo;
+        if (peekc(p, 0) == '-' && peekc(p, 1) != ']' && peekc(p, 1) >= 0) {
+            adv(p, 1);
+            hi = read_char(p, 1, &set);
+            if (hi < 0) break;
+            if (set) { perr(p, "a class escape cannot end a range"); break; }
+            if (hi < lo) { perr(p, "character range is reversed (U+%04X > U+%04X)", lo, hi); break; }
+        }
+        if (add_range(&r, (uint32_t)lo, (uint32_t)hi)) { p->rc = XG2_NOMEM(); break; }
+    }
+    uint32_t id = p->rc ? 0 : xg2__ir_class(p->ir, r.a, r.n / 2, negated);
+    vec_free(&r);
+    return id;
+}
+
+static int64_t parse_int(parser *p) {
+    skip_ws(p);
+    int c = peekc(p, 0);
+    if (c < '0' || c > '9') {
+        char b[32];
+        perr(p, "expected a number, found %s", describe(p, b, sizeof b));
+        return -1;
+    }
+    int64_t v = 0;
+    while ((c = peekc(p, 0)) >= '0' && c <= '9') {
+        v = v * 10 + (c - '0');
+        if (v > XG2_MAX_REPEAT) {
+            p->rc = xg2__fail(XG2_ERR_LIMIT,
+                              "EBNF error at line %u, column %u: repetition bound exceeds the limit of %d",
+                              p->line, p->col, XG2_MAX_REPEAT);
+            return -1;
+        }
+        adv(p, 1);
+    }
+    return v;
+}
+
+static uint32_t parse_choices(parser *p);
+
+/* Macro arguments are parsed for syntax; values are not kept yet. */
+static int skip_macro_value(parser *p) {
+    skip_ws(p);
+    int c = peekc(p, 0);
+    char b[32];
+    if (c == '"') { parse_string(p); return p->rc; }
+    if ((c >= '0' && c <= '9') || c == '-') {
+        if (c == '-') adv(p, 1);
+        return parse_int(p) < 0 ? p->rc : 0;
+    }
+    if (is_name_start(c)) { adv(p, name_len_at(p, p->i)); return 0; }
+    if (c == '(') {
+        if (++p->depth > XG2_MAX_NEST_DEPTH) return perr(p, "nesting deeper than %d", XG2_MAX_NEST_DEPTH);
+        adv(p, 1);
+        skip_ws(p);
+        while (!p->rc && peekc(p, 0) != ')') {
+            skip_macro_value(p);
+            skip_ws(p);
+            if (peekc(p, 0) == ',') adv(p, 1);
+            else if (peekc(p, 0) != ')') return perr(p, "expected ',' or ')', found %s", describe(p, b, sizeof b));
+            skip_ws(p);
+        }
+        adv(p, 1);
+        p->depth--;
+        return p->rc;
+    }
+    return perr(p, "expected a macro argument, found %s", describe(p, b, sizeof b));
+}
+
+static uint32_t parse_macro(parser *p, const char *name) {
+    char b[32];
+    uint32_t n_args = 0;
+    adv(p, 1); /* '(' */
+    skip_ws(p);
+    while (!p->rc && peekc(p, 0) != ')') {
+        size_t k = name_len_at(p, p->i);
+        if (k) {
+            size_t j = p->i + k;
+            while (j < p->n && (p->s[j] == ' ' || p->s[j] == '\t')) j++;
+            if (j < p->n && p->s[j] == '=') { adv(p, j + 1 - p->i); }
+        }
+        if (skip_macro_value(p)) break;
+        n_args++;
+        skip_ws(p);
+        if (peekc(p, 0) == ',') { adv(p, 1); skip_ws(p); }
+        else if (peekc(p, 0) != ')') { perr(p, "expected ',' or ')' in %s(...), found %s", name, describe(p, b, sizeof b)); break; }
+    }
+    if (p->rc) return 0;
+    adv(p, 1);
+    return xg2__ir_macro(p->ir, name, n_args);
+}
+
+static const char *const macros[] = {"TagDispatch", "Token", "ExcludeToken", "TokenTagDispatch", "Regex"};
+
+static uint32_t parse_element(parser *p) {
+    char b[32];
+    skip_ws(p);
+    int c = peekc(p, 0);
+    if (c == '"') return parse_string(p);
+    if (c == '[') return parse_class(p);
+    if (c == '(') {
+        if (peekc(p, 1) == '=') { perr(p, "a lookahead assertion (= ...) may only end a rule"); return 0; }
+        if (++p->depth > XG2_MAX_NEST_DEPTH) {
+            p->rc = xg2__fail(XG2_ERR_LIMIT, "EBNF error at line %u, column %u: groups nested deeper than %d",
+                              p->line, p->col, XG2_MAX_NEST_DEPTH);
+            return 0;
+        }
+        adv(p, 1);
+        skip_ws(p);
+        uint32_t id = 0;
+        if (peekc(p, 0) != ')') id = parse_choices(p);
+        if (p->rc) return 0;
+        skip_ws(p);
+        if (peekc(p, 0) != ')') { perr(p, "expected ')', found %s", describe(p, b, sizeof b)); return 0; }
+        adv(p, 1);
+        p->depth--;
+        return id;
+    }
+    size_t k = name_len_at(p, p->i);
+    if (k) {
+        char name[256];
+        if (k >= sizeof name) { perr(p, "name longer than 255 characters"); return 0; }
+        memcpy(name, p->s + p->i, k);
+        name[k] = 0;
+        uint32_t line = p->line, col = p->col;
+        adv(p, k);
+        if (peekc(p, 0) == '(') {
+            for (size_t m = 0; m < sizeof macros / sizeof *macros; m++)
+                if (!strcmp(name, macros[m])) return parse_macro(p, name);
+        }
+        return xg2__ir_ref(p->ir, xg2__ir_rule_id(p->ir, name, k, line, col));
+    }
+    perr(p, "expected an element (a string, a character class, a rule name or a group), found %s",
+         describe(p, b, sizeof b));
+    return 0;
+}
+
+static uint32_t parse_quantified(parser *p) {
+    uint32_t id = parse_element(p);
+    char b[32];
+    while (!p->rc) {
+        skip_ws(p);
+        int c = peekc(p, 0);
+        if (c == '*') { adv(p, 1); id = xg2__ir_repeat(p->ir, id, 0, -1); }
+        else if (c == '+') { adv(p, 1); id = xg2__ir_repeat(p->ir, id, 1, -1); }
+        else if (c == '?') { adv(p, 1); id = xg2__ir_repeat(p->ir, id, 0, 1); }
+        else if (c == '{') {
+            adv(p, 1);
+            int64_t lo = parse_int(p), hi;
+            if (lo < 0) return 0;
+            skip_ws(p);
+            if (peekc(p, 0) == ',') {
+                adv(p, 1);
+                skip_ws(p);
+                if (peekc(p, 0) == '}') hi = -1;
+                else if ((hi = parse_int(p)) < 0) return 0;
+            } else {
+                hi = lo;
+            }
+            skip_ws(p);
+            if (peekc(p, 0) != '}') { perr(p, "expected '}' to close the repetition, found %s", describe(p, b, sizeof b)); return 0; }
+            if (hi >= 0 && hi < lo) { perr(p, "repetition {%lld,%lld} has its upper bound below the lower", (long long)lo, (long long)hi); return 0; }
+            adv(p, 1);
+            id = xg2__ir_repeat(p->ir, id, (int32_t)lo, (int32_t)hi);
+        } else {
+            break;
+        }
+    }
+    return id;
+}
+
+static int at_sequence_end(parser *p) {
+    skip_ws(p);
+    int c = peekc(p, 0);
+    return c < 0 || c == '|' || c == ')' || (c == '(' && peekc(p, 1) == '=') || at_rule_start(p);
+}
+
+static uint32_t parse_sequence(parser *p) {
+    xg2_u32vec kids = {0};
+    char b[32];
+    if (at_sequence_end(p)) {
+        perr(p, "expected an element, found %s", describe(p, b, sizeof b));
+        return 0;
+    }
+    while (!p->rc && !at_sequence_end(p)) {
+        uint32_t id = parse_quantified(p);
+        if (!p->rc && vec_push(&kids, id)) p->rc = XG2_NOMEM();
+    }
+    uint32_t id = p->rc ? 0 : xg2__ir_list(p->ir, XE_SEQ, kids.a, kids.n);
+    vec_free(&kids);
+    return id;
+}
+
+static uint32_t parse_choices(parser *p) {
+    xg2_u32vec kids = {0};
+    for (;;) {
+        uint32_t id = parse_sequence(p);
+        if (p->rc) break;
+        if (vec_push(&kids, id)) { p->rc = XG2_NOMEM(); break; }
+        skip_ws(p);
+        if (peekc(p, 0) != '|') break;
+        adv(p, 1);
+    }
+    uint32_t id = p->rc ? 0 : xg2__ir_list(p->ir, XE_CHOICE, kids.a, kids.n);
+    vec_free(&kids);
+    return id;
+}
+
+static int parse_rule(parser *p) {
+    char b[32];
+    size_t k = name_len_at(p, p->i);
+    if (!k) return perr(p, "expected a rule name, found %s", describe(p, b, sizeof b));
+    uint32_t line = p->line, col = p->col;
+    uint32_t r = xg2__ir_rule_id(p->ir, p->s + p->i, k, line, col);
+    if (p->ir->err) return p->rc = p->ir->err == XG2_ERR_LIMIT ? xg2__fail(XG2_ERR_LIMIT, "more than %d rules", XG2_MAX_RULES) : XG2_NOMEM();
+    if (p->ir->rules.a[r].defined)
+        return perr(p, "rule \"%s\" is defined twice", xg2__ir_name(p->ir, r));
+    adv(p, k);
+    skip_ws(p);
+    if (!(peekc(p, 0) == ':' && peekc(p, 1) == ':' && peekc(p, 2) == '='))
+        return perr(p, "expected '::=' after the rule name, found %s", describe(p, b, sizeof b));
+    adv(p, 3);
+    p->cur_rule = r;
+    uint32_t body = parse_choices(p);
+    if (p->rc) return p->rc;
+    int32_t la = -1;
+    skip_ws(p);
+    if (peekc(p, 0) == '(' && peekc(p, 1) == '=') {
+        adv(p, 2);
+        uint32_t id = parse_choices(p);
+        if (p->rc) return p->rc;
+        skip_ws(p);
+        if (peekc(p, 0) != ')') return perr(p, "expected ')' to close the lookahead, found %s", describe(p, b, sizeof b));
+        adv(p, 1);
+        la = (int32_t)id;
+        skip_ws(p);
+        if (peekc(p, 0) >= 0 && !at_rule_start(p))
+            return perr(p, "a lookahead assertion must end its rule; found %s after it", describe(p, b, sizeof b));
+    }
+    xg2_rule_ir *ru = &p->ir->rules.a[r];
+    ru->body = body;
+    ru->lookahead = la;
+    ru->defined = 1;
+    return 0;
+}
+
+/* Parse text into ir (initialised by the caller) and normalise it. */
+XG2_HIDDEN int xg2__ebnf_parse(xg2_ir *ir, const char *text, size_t len, const char *root) {
+    parser p = {text, len, 0, 1, 1, ir, 0, 0, 0};
+    skip_ws(&p);
+    if (peekc(&p, 0) < 0) return xg2__fail(XG2_ERR_GRAMMAR, "the grammar text is empty");
+    while (!p.rc && peekc(&p, 0) >= 0) {
+        parse_rule(&p);
+        skip_ws(&p);
+    }
+    if (!p.rc && ir->err) p.rc = ir->err == XG2_ERR_LIMIT ? xg2__fail(XG2_ERR_LIMIT, "more than %d rules", XG2_MAX_RULES) : XG2_NOMEM();
+    if (p.rc) return p.rc;
+    for (uint32_t r = 0; r < ir->rules.n; r++) {
+        const xg2_rule_ir *ru = &ir->rules.a[r];
+        if (!ru->defined)
+            return xg2__fail(XG2_ERR_GRAMMAR, "EBNF error at line %u, column %u: rule \"%s\" is not defined",
+                             ru->line, ru->col, xg2__ir_name(ir, r));
+    }
+    int32_t root_id = xg2__ir_find_rule(ir, root, strlen(root));
+    if (root_id < 0) return xg2__fail(XG2_ERR_GRAMMAR, "the root rule \"%s\" is not defined", root);
+    ir->root = (uint32_t)root_id;
+    return xg2__ir_normalize(ir);
+}

@@ -1,0 +1,618 @@
+/*
+ * fsm.c -- expression -> NFA (Thompson) -> DFA (subset construction) ->
+ * minimal DFA (Moore refinement) -> trimmed, renumbered breadth-first.
+ *
+ * The alphabet is bytes plus rule references.  Minimal, canonically numbered
+ * DFAs make equal sub-structures identical, which the structural hash of the
+ * cross-grammar cache relies on.
+ */
+#include "fsm.h"
+
+#include "utf8.h"
+
+#define MAX_INLINE_DEPTH 64
+#define MAX_BUILD_DEPTH (8 * XG2_MAX_NEST_DEPTH)
+
+enum { NE_EPS, NE_BYTE, NE_RULE };
+
+typedef struct {
+    uint32_t from, to, a, b; /* byte edge: bytes a..b; rule edge: rule a */
+    uint8_t kind;
+} nedge;
+
+typedef struct {
+    const xg2_ir *ir;
+    const uint8_t *inline_rule;
+    int bytes_only;
+    VEC(nedge) e;
+    uint32_t n;
+    uint32_t stack[MAX_INLINE_DEPTH];
+    int sp;
+    int rc;
+    xg2_u32vec ranges;
+} nfa_builder;
+
+void xg2__dfa_free(xg2_dfa *d) {
+    xg2__free(d->boff);
+    xg2__free(d->br);
+    xg2__free(d->roff);
+    xg2__free(d->re);
+    xg2__free(d->final);
+    memset(d, 0, sizeof *d);
+}
+
+/* ---- NFA construction ---- */
+
+static uint32_t new_state(nfa_builder *b) {
+    if (b->n >= XG2_MAX_NFA_STATES) {
+        if (!b->rc) b->rc = xg2__fail(XG2_ERR_LIMIT, "a rule needs more than %d automaton states", XG2_MAX_NFA_STATES);
+        return 0;
+    }
+    return b->n++;
+}
+
+static void add_edge(nfa_builder *b, int kind, uint32_t from, uint32_t to, uint32_t a, uint32_t bb) {
+    if (b->rc) return;
+    nedge e = {from, to, a, bb, (uint8_t)kind};
+    if (vec_push(&b->e, e)) b->rc = XG2_NOMEM();
+}
+
+typedef struct {
+    nfa_builder *b;
+    uint32_t from, to;
+} seq_ctx;
+
+static int emit_seq(void *vctx, const uint8_t *seq, int n) {
+    seq_ctx *c = vctx;
+    uint32_t s = c->from;
+    for (int i = 0; i < n; i++) {
+        uint32_t t = i == n - 1 ? c->to : new_state(c->b);
+        add_edge(c->b, NE_BYTE, s, t, seq[2 * i], seq[2 * i + 1]);
+        s = t;
+    }
+    return c->b->rc;
+}
+
+static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint32_t self_rule,
+                  uint32_t self_start, int tail, int depth);
+
+static void build_ref(nfa_builder *b, uint32_t r, uint32_t from, uint32_t to, uint32_t self_rule,
+                      uint32_t self_start, int tail, int depth) {
+    const xg2_ir *ir = b->ir;
+    if (r == self_rule && tail) {
+        add_edge(b, NE_EPS, from, self_start, 0, 0);
+        return;
+    }
+    int expand = b->bytes_only || (b->inline_rule && b->inline_rule[r]);
+    if (!expand) {
+        add_edge(b, NE_RULE, from, to, r, 0);
+        return;
+    }
+    if (!b->bytes_only && b->sp >= MAX_INLINE_DEPTH) { /* deep chains stay references */
+        add_edge(b, NE_RULE, from, to, r, 0);
+        return;
+    }
+    for (int i = 0; i < b->sp; i++) {
+        if (b->stack[i] == r) {
+            b->rc = xg2__fail(XG2_ERR_GRAMMAR,
+                              "a lookahead assertion must be regular, but it reaches rule \"%s\", which is recursive",
+                              xg2__ir_name(ir, r));
+            return;
+        }
+    }
+    if (b->sp >= MAX_INLINE_DEPTH) {
+        b->rc = xg2__fail(XG2_ERR_LIMIT, "rules nested more than %d deep inside a lookahead assertion", MAX_INLINE_DEPTH);
+        return;
+    }
+    b->stack[b->sp++] = r;
+    uint32_t s0 = new_state(b);
+    add_edge(b, NE_EPS, from, s0, 0, 0);
+    build(b, ir->rules.a[r].body, s0, to, r, s0, 1, depth + 1);
+    b->sp--;
+}
+
+static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint32_t self_rule,
+                  uint32_t self_start, int tail, int depth) {
+    if (b->rc) return;
+    if (depth > MAX_BUILD_DEPTH) {
+        b->rc = xg2__fail(XG2_ERR_LIMIT, "grammar expression nested deeper than %d", MAX_BUILD_DEPTH);
+        return;
+    }
+    const xg2_ir *ir = b->ir;
+    const xg2_expr e = ir->exprs.a[id];
+    switch (e.kind) {
+    case XE_EMPTY:
+        add_edge(b, NE_EPS, from, to, 0, 0);
+        return;
+    case XE_FAIL:
+        return;
+    case XE_BYTES: {
+        uint32_t s = from;
+        for (uint32_t i = 0; i < e.n; i++) {
+            uint32_t t = i + 1 == e.n ? to : new_state(b);
+            uint8_t c = ir->bytes.a[e.a + i];
+            add_edge(b, NE_BYTE, s, t, c, c);
+            s = t;
+        }
+        return;
+    }
+    case XE_CLASS: {
+        if ((b->rc = xg2__class_ranges(ir, &ir->exprs.a[id], &b->ranges))) return;
+        seq_ctx c = {b, from, to};
+        for (uint32_t i = 0; i + 1 < b->ranges.n && !b->rc; i += 2)
+            xg2__utf8_sequences(b->ranges.a[i], b->ranges.a[i + 1], emit_seq, &c);
+        return;
+    }
+    case XE_REF:
+        build_ref(b, e.a, from, to, self_rule, self_start, tail, depth);
+        return;
+    case XE_SEQ: {
+        uint32_t s = from;
+        for (uint32_t i = 0; i < e.n && !b->rc; i++) {
+            int last = i + 1 == e.n;
+            uint32_t t = last ? to : new_state(b);
+            build(b, ir->pool.a[e.a + i], s, t, self_rule, self_start, tail && last, depth + 1);
+            s = t;
+        }
+        return;
+    }
+    case XE_CHOICE:
+        for (uint32_t i = 0; i < e.n && !b->rc; i++)
+            build(b, ir->pool.a[e.a + i], from, to, self_rule, self_start, tail, depth + 1);
+        return;
+    case XE_REPEAT: {
+        /* Unrolled: min mandatory copies, then either a loop or (max - min)
+         * optional copies.  Loops use fresh states so nothing re-enters `from`. */
+        uint32_t s = from;
+        for (int32_t i = 0; i < e.min && !b->rc; i++) {
+            uint32_t t = new_state(b);
+            build(b, e.a, s, t, self_rule, self_start, 0, depth + 1);
+            s = t;
+        }
+        if (e.max < 0) {
+            uint32_t loop = new_state(b), back = new_state(b);
+            add_edge(b, NE_EPS, s, loop, 0, 0);
+            build(b, e.a, loop, back, self_rule, self_start, 0, depth + 1);
+            add_edge(b, NE_EPS, back, loop, 0, 0);
+            add_edge(b, NE_EPS, loop, to, 0, 0);
+            return;
+        }
+        for (int32_t i = e.min; i < e.max && !b->rc; i++) {
+            add_edge(b, NE_EPS, s, to, 0, 0);
+            uint32_t t = new_state(b);
+            build(b, e.a, s, t, self_rule, self_start, 0, depth + 1);
+            s = t;
+        }
+        add_edge(b, NE_EPS, s, to, 0, 0);
+        return;
+    }
+    case XE_TOKEN:
+        b->rc = xg2__fail(XG2_ERR_GRAMMAR, "%s(...) is not supported in this version",
+                          (e.flags & XF_EXCLUDE) ? "ExcludeToken" : "Token");
+        return;
+    case XE_MACRO:
+        b->rc = xg2__fail(XG2_ERR_GRAMMAR, "%s(...) is not supported in this version", ir->names.a + e.a);
+        return;
+    }
+}
+
+/* ---- subset construction ---- */
+
+typedef struct {
+    uint32_t n, final;
+    uint32_t *off; /* edges of state s: e[off[s] .. off[s+1]) */
+    nedge *e;
+    uint32_t *mark;
+    uint32_t stamp;
+    xg2_u32vec stack;
+} nfa_csr;
+
+static int make_csr(nfa_builder *b, uint32_t final, nfa_csr *c) {
+    memset(c, 0, sizeof *c);
+    c->n = b->n;
+    c->final = final;
+    c->off = xg2__calloc((size_t)b->n + 1, sizeof(uint32_t));
+    c->e = xg2__malloc(sizeof(nedge) * (b->e.n ? b->e.n : 1));
+    c->mark = xg2__calloc(b->n ? b->n : 1, sizeof(uint32_t));
+    if (!c->off || !c->e || !c->mark) return XG2_NOMEM();
+    for (uint32_t i = 0; i < b->e.n; i++) c->off[b->e.a[i].from + 1]++;
+    for (uint32_t s = 0; s < b->n; s++) c->off[s + 1] += c->off[s];
+    uint32_t *fill = xg2__malloc(sizeof(uint32_t) * (b->n ? b->n : 1));
+    if (!fill) return XG2_NOMEM();
+    memcpy(fill, c->off, sizeof(uint32_t) * b->n);
+    for (uint32_t i = 0; i < b->e.n; i++) c->e[fill[b->e.a[i].from]++] = b->e.a[i];
+    xg2__free(fill);
+    return XG2_OK;
+}
+
+static void free_csr(nfa_csr *c) {
+    xg2__free(c->off);
+    xg2__free(c->e);
+    xg2__free(c->mark);
+    vec_free(&c->stack);
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Epsilon closure of seeds (in place): sorted, unique. */
+static int closure(nfa_csr *c, xg2_u32vec *set) {
+    if (++c->stamp == 0) {
+        memset(c->mark, 0, sizeof(uint32_t) * c->n);
+        c->stamp = 1;
+    }
+    c->stack.n = 0;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < set->n; i++) {
+        uint32_t s = set->a[i];
+        if (c->mark[s] == c->stamp) continue;
+        c->mark[s] = c->stamp;
+        set->a[k++] = s;
+        if (vec_push(&c->stack, s)) return XG2_NOMEM();
+    }
+    set->n = k;
+    while (c->stack.n) {
+        uint32_t s = c->stack.a[--c->stack.n];
+        for (uint32_t j = c->off[s]; j < c->off[s + 1]; j++) {
+            if (c->e[j].kind != NE_EPS) continue;
+            uint32_t t = c->e[j].to;
+            if (c->mark[t] == c->stamp) continue;
+            c->mark[t] = c->stamp;
+            if (vec_push(set, t) || vec_push(&c->stack, t)) return XG2_NOMEM();
+        }
+    }
+    qsort(set->a, set->n, sizeof(uint32_t), cmp_u32);
+    return XG2_OK;
+}
+
+typedef struct {
+    xg2_u32vec pool;   /* member lists of all DFA states */
+    xg2_u32vec off;    /* state d: pool[off[d] .. off[d+1]) */
+    uint32_t *table;   /* open addressing: dfa id + 1, 0 = empty */
+    uint32_t cap;
+    uint32_t limit;
+} dstates;
+
+static uint64_t hash_set(const uint32_t *a, uint32_t n) {
+    uint64_t h = n;
+    for (uint32_t i = 0; i < n; i++) h = xg2__mix64(h, a[i]);
+    return h;
+}
+
+static int dstates_grow(dstates *d) {
+    uint32_t ncap = d->cap ? d->cap * 2 : 64;
+    uint32_t *t = xg2__calloc(ncap, sizeof(uint32_t));
+    if (!t) return XG2_NOMEM();
+    uint32_t n = d->off.n - 1;
+    for (uint32_t id = 0; id < n; id++) {
+        const uint32_t *a = d->pool.a + d->off.a[id];
+        uint32_t len = d->off.a[id + 1] - d->off.a[id];
+        uint32_t h = (uint32_t)hash_set(a, len) & (ncap - 1);
+        while (t[h]) h = (h + 1) & (ncap - 1);
+        t[h] = id + 1;
+    }
+    xg2__free(d->table);
+    d->table = t;
+    d->cap = ncap;
+    return XG2_OK;
+}
+
+/* Id of the DFA state for member set `set`, adding it if new.  *id = UINT32_MAX
+ * when the state limit is hit. */
+static int dstate_id(dstates *d, const xg2_u32vec *set, uint32_t *id) {
+    uint32_t n = d->off.n - 1;
+    if ((uint64_t)(n + 1) * 2 > d->cap && dstates_grow(d)) return XG2_NOMEM();
+    uint32_t h = (uint32_t)hash_set(set->a, set->n) & (d->cap - 1);
+    while (d->table[h]) {
+        uint32_t cand = d->table[h] - 1;
+        uint32_t len = d->off.a[cand + 1] - d->off.a[cand];
+        if (len == set->n && !memcmp(d->pool.a + d->off.a[cand], set->a, sizeof(uint32_t) * len)) {
+            *id = cand;
+            return XG2_OK;
+        }
+        h = (h + 1) & (d->cap - 1);
+    }
+    if (n >= d->limit) { *id = UINT32_MAX; return XG2_OK; }
+    if (vec_reserve(&d->pool, (uint64_t)d->pool.n + set->n)) return XG2_NOMEM();
+    memcpy(d->pool.a + d->pool.n, set->a, sizeof(uint32_t) * set->n);
+    d->pool.n += set->n;
+    if (vec_push(&d->off, d->pool.n)) return XG2_NOMEM();
+    d->table[h] = n + 1;
+    *id = n;
+    return XG2_OK;
+}
+
+typedef VEC(xg2_brange) brvec;
+typedef VEC(xg2_redge) revec;
+
+static int cmp_redge(const void *a, const void *b) {
+    const xg2_redge *x = a, *y = b;
+    if (x->rule != y->rule) return x->rule < y->rule ? -1 : 1;
+    return (x->to > y->to) - (x->to < y->to);
+}
+
+/* Subset construction.  Returns XG2_ERR_LIMIT (message set) past `limit` states. */
+static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
+    dstates ds = {0};
+    ds.limit = limit;
+    xg2_u32vec set = {0}, pts = {0}, boff = {0}, roff = {0};
+    brvec bedges = {0}, br = {0};
+    revec redges = {0}, re = {0};
+    VEC(uint8_t) final = {0};
+    int rc = XG2_OK;
+    uint32_t id;
+
+    if (vec_push(&ds.off, 0) || vec_push(&set, 0)) goto oom;
+    if ((rc = closure(c, &set))) goto out;
+    if ((rc = dstate_id(&ds, &set, &id))) goto out;
+    for (uint32_t d = 0; d < ds.off.n - 1; d++) {
+        /* Gather the members' edges.  (Copy the member list: the pool may move.) */
+        set.n = 0;
+        for (uint32_t k = ds.off.a[d]; k < ds.off.a[d + 1]; k++)
+            if (vec_push(&set, ds.pool.a[k])) goto oom;
+        bedges.n = redges.n = 0;
+        uint8_t fin = 0;
+        for (uint32_t k = 0; k < set.n; k++) {
+            uint32_t s = set.a[k];
+            if (s == c->final) fin = 1;
+            for (uint32_t j = c->off[s]; j < c->off[s + 1]; j++) {
+                const nedge *e = &c->e[j];
+                if (e->kind == NE_BYTE) {
+                    xg2_brange r = {e->a, e->b, e->to};
+                    if (vec_push(&bedges, r)) goto oom;
+                } else if (e->kind == NE_RULE) {
+                    xg2_redge r = {e->a, e->to};
+                    if (vec_push(&redges, r)) goto oom;
+                }
+            }
+        }
+        if (vec_push(&final, fin) || vec_push(&boff, br.n) || vec_push(&roff, re.n)) goto oom;
+        /* Byte edges: split 0..255 at every range boundary. */
+        pts.n = 0;
+        for (uint32_t k = 0; k < bedges.n; k++)
+            if (vec_push(&pts, bedges.a[k].lo) || vec_push(&pts, bedges.a[k].hi + 1)) goto oom;
+        qsort(pts.a, pts.n, sizeof(uint32_t), cmp_u32);
+        for (uint32_t k = 0; k + 1 < pts.n; k++) {
+            uint32_t lo = pts.a[k], hi = pts.a[k + 1] - 1;
+            if (pts.a[k + 1] == lo) continue;
+            set.n = 0;
+            for (uint32_t j = 0; j < bedges.n; j++)
+                if (bedges.a[j].lo <= lo && lo <= bedges.a[j].hi && vec_push(&set, bedges.a[j].to)) goto oom;
+            if (!set.n) continue;
+            if ((rc = closure(c, &set)) || (rc = dstate_id(&ds, &set, &id))) goto out;
+            if (id == UINT32_MAX) goto limit;
+            if (br.n > boff.a[d] && br.a[br.n - 1].to == id && br.a[br.n - 1].hi + 1 == lo) {
+                br.a[br.n - 1].hi = hi;
+            } else {
+                xg2_brange r = {lo, hi, id};
+                if (vec_push(&br, r)) goto oom;
+            }
+        }
+        /* Rule edges, grouped by rule. */
+        qsort(redges.a, redges.n, sizeof(xg2_redge), cmp_redge);
+        for (uint32_t k = 0; k < redges.n;) {
+            uint32_t rule = redges.a[k].rule;
+            set.n = 0;
+            for (; k < redges.n && redges.a[k].rule == rule; k++)
+                if (vec_push(&set, redges.a[k].to)) goto oom;
+            if ((rc = closure(c, &set)) || (rc = dstate_id(&ds, &set, &id))) goto out;
+            if (id == UINT32_MAX) goto limit;
+            xg2_redge r = {rule, id};
+            if (vec_push(&re, r)) goto oom;
+        }
+    }
+    if (vec_push(&boff, br.n) || vec_push(&roff, re.n)) goto oom;
+    out->n = ds.off.n - 1;
+    out->boff = boff.a; boff.a = NULL;
+    out->br = br.a; br.a = NULL;
+    out->roff = roff.a; roff.a = NULL;
+    out->re = re.a; re.a = NULL;
+    out->final = final.a; final.a = NULL;
+    goto out;
+limit:
+    rc = XG2_ERR_LIMIT;
+    goto out;
+oom:
+    rc = XG2_NOMEM();
+out:
+    vec_free(&ds.pool);
+    vec_free(&ds.off);
+    xg2__free(ds.table);
+    vec_free(&set);
+    vec_free(&pts);
+    vec_free(&boff);
+    vec_free(&roff);
+    vec_free(&bedges);
+    vec_free(&br);
+    vec_free(&redges);
+    vec_free(&re);
+    vec_free(&final);
+    return rc;
+}
+
+/* ---- minimisation, trimming, canonical numbering ---- */
+
+/* Moore refinement: split blocks by (block, edges -> target blocks) until stable. */
+static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
+    uint32_t n = d->n;
+    xg2_u32vec sig = {0}, soff = {0};
+    uint32_t *table = NULL, *nb = NULL;
+    int rc = XG2_OK;
+    uint32_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    table = xg2__malloc(sizeof(uint32_t) * cap);
+    nb = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
+    if (!table || !nb) goto oom;
+    uint32_t count = 0;
+    for (uint32_t s = 0; s < n; s++) block[s] = d->final[s];
+    for (uint32_t s = 0; s < n; s++) count = block[s] + 1 > count ? block[s] + 1 : count;
+    for (;;) {
+        sig.n = soff.n = 0;
+        for (uint32_t s = 0; s < n; s++) {
+            if (vec_push(&soff, sig.n) || vec_push(&sig, block[s])) goto oom;
+            uint32_t mark = sig.n;
+            for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++) {
+                uint32_t tb = block[d->br[j].to];
+                if (sig.n > mark && sig.a[sig.n - 1] == tb && sig.a[sig.n - 2] + 1 == d->br[j].lo) {
+                    sig.a[sig.n - 2] = d->br[j].hi;
+                } else if (vec_push(&sig, d->br[j].lo) || vec_push(&sig, d->br[j].hi) || vec_push(&sig, tb)) {
+                    goto oom;
+                }
+            }
+            if (vec_push(&sig, UINT32_MAX)) goto oom;
+            for (uint32_t j = d->roff[s]; j < d->roff[s + 1]; j++)
+                if (vec_push(&sig, d->re[j].rule) || vec_push(&sig, block[d->re[j].to])) goto oom;
+        }
+        if (vec_push(&soff, sig.n)) goto oom;
+        memset(table, 0, sizeof(uint32_t) * cap);
+        uint32_t m = 0;
+        for (uint32_t s = 0; s < n; s++) {
+            const uint32_t *a = sig.a + soff.a[s];
+            uint32_t len = soff.a[s + 1] - soff.a[s];
+            uint32_t h = (uint32_t)hash_set(a, len) & (cap - 1);
+            for (;;) {
+                if (!table[h]) { table[h] = s + 1; nb[s] = m++; break; }
+                uint32_t t = table[h] - 1;
+                uint32_t tl = soff.a[t + 1] - soff.a[t];
+                if (tl == len && !memcmp(sig.a + soff.a[t], a, sizeof(uint32_t) * len)) { nb[s] = nb[t]; break; }
+                h = (h + 1) & (cap - 1);
+            }
+        }
+        memcpy(block, nb, sizeof(uint32_t) * n);
+        if (m == count) break;
+        count = m;
+    }
+    *n_blocks = count;
+    goto out;
+oom:
+    rc = XG2_NOMEM();
+out:
+    vec_free(&sig);
+    vec_free(&soff);
+    xg2__free(table);
+    xg2__free(nb);
+    return rc;
+}
+
+/* Quotient by block, keep states that are reachable and can reach a final
+ * state, number them breadth-first from the start. */
+static int rebuild(const xg2_dfa *d, const uint32_t *block, uint32_t nblk, xg2_dfa *out) {
+    int rc = XG2_OK;
+    uint32_t *rep = xg2__malloc(sizeof(uint32_t) * (nblk ? nblk : 1));
+    uint8_t *live = xg2__calloc(nblk ? nblk : 1, 1);
+    uint32_t *order = xg2__malloc(sizeof(uint32_t) * (nblk ? nblk : 1));
+    uint32_t *newid = xg2__malloc(sizeof(uint32_t) * (nblk ? nblk : 1));
+    xg2_u32vec boff = {0}, roff = {0};
+    brvec br = {0};
+    revec re = {0};
+    VEC(uint8_t) fin = {0};
+    if (!rep || !live || !order || !newid) goto oom;
+    for (uint32_t b = 0; b < nblk; b++) rep[b] = UINT32_MAX;
+    for (uint32_t s = 0; s < d->n; s++)
+        if (rep[block[s]] == UINT32_MAX) rep[block[s]] = s;
+    /* Co-reachability: iterate to a fixpoint (DFAs here are small). */
+    for (uint32_t b = 0; b < nblk; b++) live[b] = d->final[rep[b]];
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t b = 0; b < nblk; b++) {
+            if (live[b]) continue;
+            uint32_t s = rep[b];
+            for (uint32_t j = d->boff[s]; j < d->boff[s + 1] && !live[b]; j++) live[b] = live[block[d->br[j].to]];
+            for (uint32_t j = d->roff[s]; j < d->roff[s + 1] && !live[b]; j++) live[b] = live[block[d->re[j].to]];
+            changed |= live[b];
+        }
+    }
+    memset(out, 0, sizeof *out);
+    if (!d->n || !live[block[0]]) goto out; /* matches nothing */
+    for (uint32_t b = 0; b < nblk; b++) newid[b] = UINT32_MAX;
+    uint32_t head = 0, tail = 0;
+    order[tail++] = block[0];
+    newid[block[0]] = 0;
+    while (head < tail) {
+        uint32_t b = order[head++];
+        uint32_t s = rep[b];
+        if (vec_push(&boff, br.n) || vec_push(&roff, re.n) || vec_push(&fin, d->final[s])) goto oom;
+        for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++) {
+            uint32_t tb = block[d->br[j].to];
+            if (!live[tb]) continue;
+            if (newid[tb] == UINT32_MAX) { newid[tb] = tail; order[tail++] = tb; }
+            xg2_brange r = {d->br[j].lo, d->br[j].hi, newid[tb]};
+            if (br.n > boff.a[boff.n - 1] && br.a[br.n - 1].to == r.to && br.a[br.n - 1].hi + 1 == r.lo)
+                br.a[br.n - 1].hi = r.hi;
+            else if (vec_push(&br, r))
+                goto oom;
+        }
+        for (uint32_t j = d->roff[s]; j < d->roff[s + 1]; j++) {
+            uint32_t tb = block[d->re[j].to];
+            if (!live[tb]) continue;
+            if (newid[tb] == UINT32_MAX) { newid[tb] = tail; order[tail++] = tb; }
+            xg2_redge r = {d->re[j].rule, newid[tb]};
+            if (vec_push(&re, r)) goto oom;
+        }
+    }
+    if (vec_push(&boff, br.n) || vec_push(&roff, re.n)) goto oom;
+    out->n = tail;
+    out->boff = boff.a; boff.a = NULL;
+    out->br = br.a; br.a = NULL;
+    out->roff = roff.a; roff.a = NULL;
+    out->re = re.a; re.a = NULL;
+    out->final = fin.a; fin.a = NULL;
+    goto out;
+oom:
+    rc = XG2_NOMEM();
+out:
+    xg2__free(rep);
+    xg2__free(live);
+    xg2__free(order);
+    xg2__free(newid);
+    vec_free(&boff);
+    vec_free(&roff);
+    vec_free(&br);
+    vec_free(&re);
+    vec_free(&fin);
+    return rc;
+}
+
+int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, uint32_t self_rule,
+                   int bytes_only, xg2_dfa *out) {
+    nfa_builder b = {0};
+    b.ir = ir;
+    b.inline_rule = inline_rule;
+    b.bytes_only = bytes_only;
+    nfa_csr c = {0};
+    xg2_dfa d = {0};
+    uint32_t *block = NULL;
+    memset(out, 0, sizeof *out);
+    uint32_t start = new_state(&b), final = new_state(&b);
+    (void)start;
+    if (bytes_only && self_rule != UINT32_MAX) b.stack[b.sp++] = self_rule;
+    build(&b, expr, 0, final, self_rule, 0, 1, 0);
+    int rc = b.rc;
+    if (rc) goto out;
+    if ((rc = make_csr(&b, final, &c))) goto out;
+    uint32_t limit = XG2_MAX_DFA_STATES;
+    if (limit < 4 * b.n) limit = 4 * b.n;
+    rc = determinize(&c, limit, &d);
+    if (rc == XG2_ERR_LIMIT) {
+        rc = xg2__fail(XG2_ERR_LIMIT, "%s%s%s needs more than %u automaton states",
+                       self_rule == UINT32_MAX ? "an expression" : "rule \"",
+                       self_rule == UINT32_MAX ? "" : xg2__ir_name(ir, self_rule),
+                       self_rule == UINT32_MAX ? "" : "\"", limit);
+        goto out;
+    }
+    if (rc) goto out;
+    block = xg2__malloc(sizeof(uint32_t) * (d.n ? d.n : 1));
+    if (!block) { rc = XG2_NOMEM(); goto out; }
+    uint32_t nblk = 0;
+    if ((rc = minimize(&d, block, &nblk))) goto out;
+    rc = rebuild(&d, block, nblk, out);
+out:
+    vec_free(&b.e);
+    vec_free(&b.ranges);
+    free_csr(&c);
+    xg2__dfa_free(&d);
+    xg2__free(block);
+    return rc;
+}

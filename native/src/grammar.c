@@ -1,0 +1,483 @@
+/*
+ * grammar.c -- from normalised IR to the linked runtime grammar.
+ *
+ *   1. analyse references: strongly connected components of the rule graph
+ *      (a rule's tail references to itself are loops, not recursion);
+ *   2. decide inlining: small non-recursive rules without lookahead are
+ *      expanded into their callers, children before parents;
+ *   3. build a minimal DFA for every rule still referenced (from the root);
+ *   4. link: global state ids, byte classes, transition table, rule edges;
+ *   5. compile lookahead assertions to byte DFAs; compute nullable rules.
+ */
+#include <stdio.h>
+
+#include "grammar.h"
+
+#include "fsm.h"
+
+XG2_HIDDEN int xg2__ebnf_parse(xg2_ir *ir, const char *text, size_t len, const char *root);
+
+/* ---- reference analysis ---- */
+
+typedef struct {
+    xg2_u32vec off, adj; /* rule graph in CSR form */
+    uint8_t *self_loop;  /* a non-tail reference to itself */
+} rule_graph;
+
+static int collect_refs(const xg2_ir *ir, uint32_t id, uint32_t self, int tail, xg2_u32vec *out,
+                        uint8_t *self_loop, int depth) {
+    if (depth > 8 * XG2_MAX_NEST_DEPTH) return xg2__fail(XG2_ERR_LIMIT, "grammar expression nested too deeply");
+    const xg2_expr *e = &ir->exprs.a[id];
+    switch (e->kind) {
+    case XE_REF:
+        if (e->a == self) {
+            if (!tail) *self_loop = 1;
+            return 0;
+        }
+        return vec_push(out, e->a) ? XG2_NOMEM() : 0;
+    case XE_REPEAT: return collect_refs(ir, e->a, self, 0, out, self_loop, depth + 1);
+    case XE_SEQ:
+    case XE_CHOICE:
+        for (uint32_t i = 0; i < e->n; i++) {
+            int t = tail && (e->kind == XE_CHOICE || i + 1 == e->n);
+            int rc = collect_refs(ir, ir->pool.a[e->a + i], self, t, out, self_loop, depth + 1);
+            if (rc) return rc;
+        }
+        return 0;
+    }
+    return 0;
+}
+
+/* Tarjan's algorithm without recursion; components come out children first. */
+static int scc(const rule_graph *gr, uint32_t n, uint32_t *comp, uint32_t *comp_size) {
+    int rc = XG2_OK;
+    int64_t *idx = xg2__malloc(sizeof(int64_t) * (n ? n : 1));
+    int64_t *low = xg2__malloc(sizeof(int64_t) * (n ? n : 1));
+    uint8_t *on = xg2__calloc(n ? n : 1, 1);
+    xg2_u32vec st = {0}, cv = {0}, ci = {0};
+    if (!idx || !low || !on) { rc = XG2_NOMEM(); goto out; }
+    for (uint32_t v = 0; v < n; v++) idx[v] = -1;
+    int64_t counter = 0;
+    uint32_t ncomp = 0;
+    for (uint32_t root = 0; root < n; root++) {
+        if (idx[root] >= 0) continue;
+        idx[root] = low[root] = counter++;
+        if (vec_push(&st, root) || vec_push(&cv, root) || vec_push(&ci, gr->off.a[root])) goto oom;
+        on[root] = 1;
+        while (cv.n) {
+            uint32_t v = cv.a[cv.n - 1];
+            if (ci.a[ci.n - 1] < gr->off.a[v + 1]) {
+                uint32_t w = gr->adj.a[ci.a[ci.n - 1]++];
+                if (idx[w] < 0) {
+                    idx[w] = low[w] = counter++;
+                    on[w] = 1;
+                    if (vec_push(&st, w) || vec_push(&cv, w) || vec_push(&ci, gr->off.a[w])) goto oom;
+                } else if (on[w] && idx[w] < low[v]) {
+                    low[v] = idx[w];
+                }
+                continue;
+            }
+            cv.n--;
+            ci.n--;
+            if (cv.n) {
+                uint32_t u = cv.a[cv.n - 1];
+                if (low[v] < low[u]) low[u] = low[v];
+            }
+            if (low[v] == idx[v]) {
+                uint32_t size = 0, x;
+                do {
+                    x = st.a[--st.n];
+                    on[x] = 0;
+                    comp[x] = ncomp;
+                    size++;
+                } while (x != v);
+                comp_size[ncomp++] = size;
+            }
+        }
+    }
+    goto out;
+oom:
+    rc = XG2_NOMEM();
+out:
+    xg2__free(idx);
+    xg2__free(low);
+    xg2__free(on);
+    vec_free(&st);
+    vec_free(&cv);
+    vec_free(&ci);
+    return rc;
+}
+
+/* Rough NFA size of an expression if the rules marked in inl[] are expanded. */
+static uint64_t est_size(const xg2_ir *ir, uint32_t id, const uint8_t *inl, const uint64_t *rsize, int depth) {
+    const xg2_expr *e = &ir->exprs.a[id];
+    uint64_t s = 1;
+    if (depth > 8 * XG2_MAX_NEST_DEPTH) return UINT32_MAX;
+    switch (e->kind) {
+    case XE_BYTES: return e->n;
+    case XE_CLASS: return 4ull * e->n + 4;
+    case XE_REF: return inl[e->a] ? rsize[e->a] : 1;
+    case XE_REPEAT: {
+        uint64_t k = e->max >= 0 ? (uint64_t)e->max : (uint64_t)e->min + 1;
+        s = est_size(ir, e->a, inl, rsize, depth + 1) * (k ? k : 1) + 2;
+        return s > UINT32_MAX ? UINT32_MAX : s;
+    }
+    case XE_SEQ:
+    case XE_CHOICE:
+        for (uint32_t i = 0; i < e->n; i++) {
+            s += est_size(ir, ir->pool.a[e->a + i], inl, rsize, depth + 1);
+            if (s > UINT32_MAX) return UINT32_MAX;
+        }
+        return s;
+    }
+    return 1;
+}
+
+static int decide_inlining(const xg2_ir *ir, uint8_t *inl) {
+    uint32_t n = ir->rules.n;
+    rule_graph gr = {0};
+    int rc = XG2_OK;
+    uint32_t *comp = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
+    uint32_t *csize = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
+    uint32_t *order = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
+    uint64_t *rsize = xg2__calloc(n ? n : 1, sizeof(uint64_t));
+    gr.self_loop = xg2__calloc(n ? n : 1, 1);
+    if (!comp || !csize || !order || !rsize || !gr.self_loop) { rc = XG2_NOMEM(); goto out; }
+    for (uint32_t r = 0; r < n; r++) {
+        if (vec_push(&gr.off, gr.adj.n)) { rc = XG2_NOMEM(); goto out; }
+        if ((rc = collect_refs(ir, ir->rules.a[r].body, r, 1, &gr.adj, &gr.self_loop[r], 0))) goto out;
+    }
+    if (vec_push(&gr.off, gr.adj.n)) { rc = XG2_NOMEM(); goto out; }
+    if ((rc = scc(&gr, n, comp, csize))) goto out;
+    /* Visit rules children-first: component ids are already in that order. */
+    {
+        /* counting sort by component */
+        uint32_t *cnt = xg2__calloc((size_t)n + 1, sizeof(uint32_t));
+        if (!cnt) { rc = XG2_NOMEM(); goto out; }
+        for (uint32_t r = 0; r < n; r++) cnt[comp[r] + 1]++;
+        for (uint32_t c = 0; c < n; c++) cnt[c + 1] += cnt[c];
+        for (uint32_t r = 0; r < n; r++) order[cnt[comp[r]]++] = r;
+        xg2__free(cnt);
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t r = order[k];
+        const xg2_rule_ir *ru = &ir->rules.a[r];
+        rsize[r] = est_size(ir, ru->body, inl, rsize, 0);
+        int recursive = csize[comp[r]] > 1 || gr.self_loop[r];
+        inl[r] = ru->kind == RK_FSM && !recursive && ru->lookahead < 0 && r != ir->root &&
+                 rsize[r] <= XG2_INLINE_MAX_NFA;
+    }
+    /* The child of a counted repetition is entered by the parser, not inlined. */
+    for (uint32_t r = 0; r < n; r++)
+        if (ir->rules.a[r].kind == RK_REPEAT) inl[ir->exprs.a[ir->exprs.a[ir->rules.a[r].body].a].a] = 0;
+out:
+    xg2__free(comp);
+    xg2__free(csize);
+    xg2__free(order);
+    xg2__free(rsize);
+    xg2__free(gr.self_loop);
+    vec_free(&gr.off);
+    vec_free(&gr.adj);
+    return rc;
+}
+
+/* ---- lookahead assertions ---- */
+
+/* Each lookahead becomes a byte DFA with dense 256-entry rows. */
+static int build_lookaheads(xg2_grammar *g, const uint8_t *want) {
+    const xg2_ir *ir = &g->ir;
+    VEC(int32_t) trans = {0};
+    VEC(uint8_t) fin = {0};
+    xg2_u32vec start = {0};
+    xg2_dfa la = {0};
+    int rc = XG2_OK;
+    for (uint32_t r = 0; r < ir->rules.n && !rc; r++) {
+        if (!want[r] || ir->rules.a[r].lookahead < 0) continue;
+        if ((rc = xg2__fsm_build(ir, (uint32_t)ir->rules.a[r].lookahead, NULL, UINT32_MAX, 1, &la))) {
+            char msg[900];
+            snprintf(msg, sizeof msg, "%s", xg2_last_error());
+            rc = xg2__fail(rc, "in the lookahead assertion of rule \"%s\": %s", xg2__ir_name(ir, r), msg);
+            break;
+        }
+        if (la.n == 0) {
+            rc = xg2__fail(XG2_ERR_GRAMMAR, "the lookahead assertion of rule \"%s\" matches nothing",
+                           xg2__ir_name(ir, r));
+            break;
+        }
+        if (!la.final[0]) { /* a lookahead that matches "" asserts nothing */
+            uint32_t base = fin.n;
+            if (vec_reserve(&trans, (uint64_t)(base + la.n) * 256) || vec_reserve(&fin, (uint64_t)base + la.n) ||
+                vec_push(&start, base)) {
+                rc = XG2_NOMEM();
+                break;
+            }
+            for (uint32_t s = 0; s < la.n; s++) {
+                int32_t *row = trans.a + (size_t)(base + s) * 256;
+                for (int c = 0; c < 256; c++) row[c] = -1;
+                for (uint32_t j = la.boff[s]; j < la.boff[s + 1]; j++)
+                    for (uint32_t c = la.br[j].lo; c <= la.br[j].hi; c++) row[c] = (int32_t)(base + la.br[j].to);
+                fin.a[base + s] = la.final[s];
+            }
+            trans.n = (base + la.n) * 256;
+            fin.n = base + la.n;
+            g->rules[r].lookahead = (int32_t)(start.n - 1);
+        }
+        xg2__dfa_free(&la);
+    }
+    xg2__dfa_free(&la);
+    g->la_trans = trans.a;
+    g->la_final = fin.a;
+    g->la_start = start.a;
+    g->n_la = start.n;
+    g->n_la_states = fin.n;
+    return rc;
+}
+
+/* ---- linking ---- */
+
+static int link_grammar(xg2_grammar *g) {
+    const xg2_ir *ir = &g->ir;
+    uint32_t n = ir->rules.n;
+    int rc = XG2_OK;
+    uint8_t *inl = xg2__calloc(n, 1);
+    uint8_t *want = xg2__calloc(n, 1);
+    xg2_dfa *dfa = xg2__calloc(n, sizeof(xg2_dfa));
+    xg2_u32vec queue = {0};
+    g->rules = xg2__calloc(n, sizeof(xg2_rule));
+    if (!inl || !want || !dfa || !g->rules) { rc = XG2_NOMEM(); goto out; }
+    g->n_rules = n;
+    g->root = ir->root;
+    if ((rc = decide_inlining(ir, inl))) goto out;
+
+    /* Build the automata of every rule the root can still reach. */
+    want[ir->root] = 1;
+    if (vec_push(&queue, ir->root)) { rc = XG2_NOMEM(); goto out; }
+    uint64_t total = 0, n_ref = 0;
+    for (uint32_t qi = 0; qi < queue.n; qi++) {
+        uint32_t r = queue.a[qi];
+        const xg2_rule_ir *ru = &ir->rules.a[r];
+        xg2_rule *rt = &g->rules[r];
+        rt->kind = ru->kind;
+        rt->lookahead = -1;
+        if (ru->kind == RK_REPEAT) {
+            const xg2_expr *rep = &ir->exprs.a[ru->body];
+            rt->child = ir->exprs.a[rep->a].a;
+            rt->min = rep->min;
+            rt->max = rep->max;
+            rt->n_states = 1;
+            total += 1;
+            if (!want[rt->child]) {
+                want[rt->child] = 1;
+                if (vec_push(&queue, rt->child)) { rc = XG2_NOMEM(); goto out; }
+            }
+            continue;
+        }
+        if ((rc = xg2__fsm_build(ir, ru->body, inl, r, 0, &dfa[r]))) goto out;
+        if (dfa[r].n == 0)
+            { rc = xg2__fail(XG2_ERR_INTERNAL, "rule \"%s\" has an empty automaton", xg2__ir_name(ir, r)); goto out; }
+        rt->n_states = dfa[r].n;
+        total += dfa[r].n;
+        n_ref += dfa[r].roff[dfa[r].n];
+        for (uint32_t j = 0; j < dfa[r].roff[dfa[r].n]; j++) {
+            uint32_t t = dfa[r].re[j].rule;
+            if (!want[t]) {
+                want[t] = 1;
+                if (vec_push(&queue, t)) { rc = XG2_NOMEM(); goto out; }
+            }
+        }
+    }
+    if (total > XG2_MAX_TOTAL_STATES) {
+        rc = xg2__fail(XG2_ERR_LIMIT, "the grammar needs %llu automaton states (limit %d)",
+                       (unsigned long long)total, XG2_MAX_TOTAL_STATES);
+        goto out;
+    }
+
+    /* Global numbering and per-rule byte classes. */
+    uint64_t n_trans = 0, n_cls_maps = 0;
+    uint32_t base = 0;
+    for (uint32_t r = 0; r < n; r++) {
+        xg2_rule *rt = &g->rules[r];
+        rt->start = XG2_NONE;
+        if (!want[r]) continue;
+        rt->start = base;
+        base += rt->n_states;
+        if (rt->kind == RK_FSM) n_cls_maps++;
+    }
+    g->n_states = base;
+    g->states = xg2__calloc(base ? base : 1, sizeof(xg2_state));
+    g->classmaps = xg2__calloc(n_cls_maps ? n_cls_maps * 256 : 1, 1);
+    g->refs_tab = xg2__malloc(sizeof(xg2_ref) * (n_ref ? n_ref : 1));
+    if (!g->states || !g->classmaps || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
+    /* First pass: classes and table size. */
+    uint32_t *ncls = xg2__calloc(n, sizeof(uint32_t));
+    if (!ncls) { rc = XG2_NOMEM(); goto out; }
+    uint32_t map_i = 0;
+    for (uint32_t r = 0; r < n; r++) {
+        if (!want[r] || g->rules[r].kind != RK_FSM) continue;
+        uint8_t cut[257] = {0};
+        const xg2_dfa *d = &dfa[r];
+        for (uint32_t j = 0; j < d->boff[d->n]; j++) {
+            cut[d->br[j].lo] = 1;
+            cut[d->br[j].hi + 1] = 1;
+        }
+        uint8_t *cm = g->classmaps + 256u * map_i;
+        uint32_t c = 0;
+        for (int b = 0; b < 256; b++) {
+            if (b && cut[b]) c++;
+            cm[b] = (uint8_t)c;
+        }
+        ncls[r] = c + 1;
+        uint32_t cls_off = 256u * map_i++;
+        for (uint32_t s = 0; s < d->n; s++) {
+            xg2_state *st = &g->states[g->rules[r].start + s];
+            st->cls = cls_off;
+            st->row = (uint32_t)n_trans + s * ncls[r];
+        }
+        n_trans += (uint64_t)d->n * ncls[r];
+    }
+    g->n_classmaps = map_i;
+    if (n_trans > UINT32_MAX / 2) { xg2__free(ncls); rc = xg2__fail(XG2_ERR_LIMIT, "transition table too large"); goto out; }
+    g->n_trans = (uint32_t)n_trans;
+    g->trans = xg2__malloc(sizeof(uint32_t) * (n_trans ? n_trans : 1));
+    if (!g->trans) { xg2__free(ncls); rc = XG2_NOMEM(); goto out; }
+    memset(g->trans, 0xFF, sizeof(uint32_t) * n_trans);
+    /* Second pass: transitions, rule edges, flags. */
+    uint32_t ref_i = 0;
+    for (uint32_t r = 0; r < n; r++) {
+        xg2_rule *rt = &g->rules[r];
+        if (!want[r]) continue;
+        if (rt->kind == RK_REPEAT) {
+            xg2_state *st = &g->states[rt->start];
+            st->rule = r;
+            st->flags = SF_REPEAT | (rt->min == 0 ? SF_FINAL : 0);
+            continue;
+        }
+        const xg2_dfa *d = &dfa[r];
+        const uint8_t *cm = g->classmaps + g->states[rt->start].cls;
+        for (uint32_t s = 0; s < d->n; s++) {
+            xg2_state *st = &g->states[rt->start + s];
+            st->rule = r;
+            st->flags = (d->final[s] ? SF_FINAL : 0) | (d->boff[s + 1] > d->boff[s] ? SF_BYTES : 0) |
+                        (d->roff[s + 1] > d->roff[s] ? SF_REFS : 0);
+            for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++)
+                for (uint32_t c = cm[d->br[j].lo]; c <= cm[d->br[j].hi]; c++)
+                    g->trans[st->row + c] = rt->start + d->br[j].to;
+            st->ref_off = ref_i;
+            uint32_t nr = d->roff[s + 1] - d->roff[s];
+            if (nr > UINT16_MAX) { xg2__free(ncls); rc = xg2__fail(XG2_ERR_LIMIT, "a state of rule \"%s\" has more than 65535 rule edges", xg2__ir_name(ir, r)); goto out; }
+            st->ref_n = (uint16_t)nr;
+            for (uint32_t j = d->roff[s]; j < d->roff[s + 1]; j++) {
+                g->refs_tab[ref_i].rule = d->re[j].rule;
+                g->refs_tab[ref_i].to = rt->start + d->re[j].to;
+                ref_i++;
+            }
+        }
+    }
+    g->n_refs = ref_i;
+    xg2__free(ncls);
+
+    if ((rc = build_lookaheads(g, want))) goto out;
+
+    /* Nullable rules: a path from the start to a final state over rule edges of
+     * nullable rules only.  Fixpoint; each pass is a walk per rule. */
+    xg2_u32vec stack = {0};
+    uint8_t *seen = xg2__calloc(g->n_states ? g->n_states : 1, 1);
+    if (!seen) { rc = XG2_NOMEM(); goto out; }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t r = 0; r < n; r++) {
+            xg2_rule *rt = &g->rules[r];
+            if (!want[r] || rt->nullable) continue;
+            if (rt->kind == RK_REPEAT) {
+                rt->nullable = rt->min == 0;
+                changed |= rt->nullable;
+                continue;
+            }
+            stack.n = 0;
+            if (vec_push(&stack, rt->start)) { rc = XG2_NOMEM(); break; }
+            seen[rt->start] = 1;
+            int found = 0;
+            for (uint32_t k = 0; k < stack.n; k++) {
+                uint32_t s = stack.a[k];
+                if (g->states[s].flags & SF_FINAL) { found = 1; break; }
+                const xg2_ref *e = g->refs_tab + g->states[s].ref_off;
+                for (uint32_t j = 0; j < g->states[s].ref_n; j++) {
+                    if (!g->rules[e[j].rule].nullable || seen[e[j].to]) continue;
+                    seen[e[j].to] = 1;
+                    if (vec_push(&stack, e[j].to)) { rc = XG2_NOMEM(); break; }
+                }
+            }
+            for (uint32_t k = 0; k < stack.n; k++) seen[stack.a[k]] = 0;
+            if (rc) break;
+            if (found) { rt->nullable = 1; changed = 1; }
+        }
+        if (rc) break;
+    }
+    xg2__free(seen);
+    vec_free(&stack);
+    g->memory_bytes = sizeof *g + sizeof(xg2_rule) * n + sizeof(xg2_state) * g->n_states +
+                      sizeof(uint32_t) * g->n_trans + 256u * g->n_classmaps + sizeof(xg2_ref) * g->n_refs +
+                      sizeof(int32_t) * 256u * g->n_la_states + ir->exprs.n * sizeof(xg2_expr) +
+                      ir->pool.n * 4u + ir->bytes.n + ir->names.n;
+out:
+    if (dfa)
+        for (uint32_t r = 0; r < n; r++) xg2__dfa_free(&dfa[r]);
+    xg2__free(dfa);
+    xg2__free(inl);
+    xg2__free(want);
+    vec_free(&queue);
+    return rc;
+}
+
+/* ---- public API ---- */
+
+static void grammar_destroy(xg2_grammar *g) {
+    xg2__ir_free(&g->ir);
+    xg2__free(g->rules);
+    xg2__free(g->states);
+    xg2__free(g->trans);
+    xg2__free(g->classmaps);
+    xg2__free(g->refs_tab);
+    xg2__free(g->la_trans);
+    xg2__free(g->la_final);
+    xg2__free(g->la_start);
+    xg2__free(g);
+}
+
+void xg2__grammar_retain(const xg2_grammar *g) { XG2_REF_INC((xg2_grammar *)g); }
+
+void xg2_grammar_free(xg2_grammar *g) {
+    if (g && XG2_REF_DEC(g) == 0) grammar_destroy(g);
+}
+
+int xg2_grammar_from_ebnf(const char *text, size_t len, const char *root, xg2_grammar **out) {
+    xg2__clear_error();
+    if (!text || !root || !out) return xg2__fail(XG2_ERR_ARG, "NULL argument");
+    xg2_grammar *g = xg2__calloc(1, sizeof *g);
+    if (!g) return XG2_NOMEM();
+    g->refs = 1;
+    int rc = xg2__ir_init(&g->ir);
+    if (rc) rc = XG2_NOMEM();
+    if (!rc) rc = xg2__ebnf_parse(&g->ir, text, len, root);
+    if (!rc) rc = link_grammar(g);
+    if (rc) {
+        grammar_destroy(g);
+        return rc;
+    }
+    *out = g;
+    return XG2_OK;
+}
+
+int xg2_grammar_print(const xg2_grammar *g, char *buf, size_t cap, size_t *len) {
+    if (!g || !len || (cap && !buf)) return xg2__fail(XG2_ERR_ARG, "NULL argument");
+    xg2_charvec o = {0};
+    int rc = xg2__ir_print(&g->ir, &o);
+    if (rc) { vec_free(&o); return rc; }
+    *len = o.n;
+    if (cap) memcpy(buf, o.a, o.n < cap ? o.n : cap);
+    vec_free(&o);
+    return XG2_OK;
+}
+
+int32_t xg2_grammar_num_rules(const xg2_grammar *g) { return g ? (int32_t)g->n_rules : 0; }
+int32_t xg2_grammar_num_states(const xg2_grammar *g) { return g ? (int32_t)g->n_states : 0; }

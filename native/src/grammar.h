@@ -1,0 +1,83 @@
+/*
+ * grammar.h -- the runtime form of a grammar: every rule's DFA linked into
+ * one global state space that the Earley parser steps through.
+ *
+ * Stepping state s on byte c:
+ *
+ *     t = trans[states[s].row + classmap[states[s].cls + c]]     (XG2_NONE: no edge)
+ *
+ * classmap folds the 256 bytes into the few classes a rule distinguishes, so a
+ * rule's table is n_states x n_classes.  Rule edges of s are
+ * refs[states[s].ref_off .. + ref_n), sorted by rule.  A counted repetition
+ * (RK_REPEAT) is one pseudo-state whose item carries the count.
+ */
+#ifndef XG2_GRAMMAR_H
+#define XG2_GRAMMAR_H
+
+#include "ir.h"
+
+#define XG2_NONE 0xFFFFFFFFu
+
+enum { SF_FINAL = 1, SF_BYTES = 2, SF_REFS = 4, SF_REPEAT = 8 };
+
+typedef struct {
+    uint32_t row;     /* first trans[] entry of this state's row */
+    uint32_t cls;     /* offset of the rule's 256-byte class map */
+    uint32_t rule;    /* the rule this state belongs to */
+    uint32_t ref_off; /* rule edges: refs[ref_off .. ref_off + ref_n) */
+    uint16_t ref_n;
+    uint8_t flags;    /* SF_* */
+} xg2_state;
+
+typedef struct {
+    uint32_t rule, to;
+} xg2_ref;
+
+typedef struct {
+    uint32_t start;   /* global id of the start state (XG2_NONE: inlined everywhere) */
+    uint32_t n_states;
+    uint8_t kind;     /* RK_FSM or RK_REPEAT */
+    uint8_t nullable;
+    int32_t lookahead; /* lookahead automaton id, or -1 */
+    uint32_t child;   /* RK_REPEAT: the repeated rule and its bounds (max < 0: none) */
+    int32_t min, max;
+} xg2_rule;
+
+struct xg2_grammar {
+    int refs;
+    xg2_ir ir; /* normalised IR: rule names, printing */
+    xg2_rule *rules;
+    uint32_t n_rules, root;
+    xg2_state *states;
+    uint32_t n_states;
+    uint32_t *trans;
+    uint32_t n_trans;
+    uint8_t *classmaps;
+    uint32_t n_classmaps;
+    xg2_ref *refs_tab;
+    uint32_t n_refs;
+    /* Lookahead assertions: byte DFAs, 256 entries per state, -1 = dead. */
+    int32_t *la_trans;
+    uint8_t *la_final;
+    uint32_t *la_start;
+    uint32_t n_la, n_la_states;
+    size_t memory_bytes;
+};
+
+XG2_HIDDEN void xg2__grammar_retain(const xg2_grammar *g);
+
+static inline uint32_t xg2__step(const xg2_grammar *g, uint32_t s, uint8_t c) {
+    const xg2_state *st = &g->states[s];
+    return g->trans[st->row + g->classmaps[st->cls + c]];
+}
+
+/* Target of state s over rule r, or XG2_NONE. */
+static inline uint32_t xg2__step_rule(const xg2_grammar *g, uint32_t s, uint32_t r) {
+    const xg2_state *st = &g->states[s];
+    const xg2_ref *e = g->refs_tab + st->ref_off;
+    for (uint32_t i = 0; i < st->ref_n; i++)
+        if (e[i].rule == r) return e[i].to;
+    return XG2_NONE;
+}
+
+#endif

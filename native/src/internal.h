@@ -1,0 +1,101 @@
+/*
+ * internal.h -- limits, allocation, growable arrays and error reporting shared by
+ * every file of the core.  Nothing here is part of the ABI.
+ */
+#ifndef XG2_INTERNAL_H
+#define XG2_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xg2.h"
+
+#define XG2_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- limits: each one, when exceeded, is an XG2_ERR_LIMIT naming it ---- */
+#define XG2_MAX_NEST_DEPTH 200          /* nested groups in grammar text */
+#define XG2_MAX_RULES (1 << 20)         /* rules after normalisation */
+#define XG2_MAX_REPEAT (1 << 24)        /* bound in {n,m} */
+#define XG2_UNROLL_LIMIT 32             /* {n,m} with m <= this is unrolled into the FSM */
+#define XG2_MAX_NFA_STATES (1 << 22)    /* per rule, before determinisation */
+#define XG2_MAX_DFA_STATES 20000        /* per rule; larger rules are split */
+#define XG2_MAX_TOTAL_STATES (1 << 24)  /* per grammar */
+#define XG2_INLINE_MAX_NFA 96           /* inline a non-recursive rule this small */
+#define XG2_MAX_SET_ITEMS (1 << 18)     /* Earley items at one input position */
+#define XG2_MAX_GUARDS 4096             /* distinct pending-lookahead sets per matcher */
+#define XG2_LOOKAHEAD_SEARCH 32         /* bytes searched to prove a lookahead can hold */
+#define XG2_MAX_JUMP_FORWARD 4096       /* bytes returned by jump-forward */
+#define XG2_MAX_TOKEN_LEN 65535         /* bytes in one decoded token */
+
+/* ---- debug-only checks (never abort in release builds) ---- */
+#ifdef XG2_DEBUG
+#include <stdio.h>
+#define XG2_DASSERT(c)                                                                   \
+    do {                                                                                 \
+        if (!(c)) {                                                                      \
+            fprintf(stderr, "xg2: debug check failed: %s (%s:%d)\n", #c, __FILE__,      \
+                    __LINE__);                                                           \
+            __builtin_trap();                                                            \
+        }                                                                                \
+    } while (0)
+#else
+#define XG2_DASSERT(c) ((void)0)
+#endif
+
+/* ---- errors: a per-thread message, returned code passes through ---- */
+XG2_HIDDEN int xg2__fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+XG2_HIDDEN void xg2__clear_error(void);
+#define XG2_NOMEM() xg2__fail(XG2_ERR_NOMEM, "out of memory")
+
+/* ---- allocation: one indirection so tests can inject failures ---- */
+XG2_HIDDEN void *xg2__malloc(size_t n);
+XG2_HIDDEN void *xg2__calloc(size_t n, size_t size);
+XG2_HIDDEN void *xg2__realloc(void *p, size_t n);
+XG2_HIDDEN void xg2__free(void *p);
+
+/* ---- growable arrays ----
+ *   VEC(uint32_t) v = {0};
+ *   if (vec_push(&v, 7)) goto oom;
+ * vec_push / vec_reserve return nonzero on allocation failure. */
+#define VEC(T)          \
+    struct {            \
+        T *a;           \
+        uint32_t n, cap; \
+    }
+XG2_HIDDEN int xg2__vec_grow(void **a, uint32_t *cap, size_t elem, uint64_t need);
+#define vec_reserve(v, need)                                                              \
+    ((uint64_t)(need) <= (v)->cap                                                         \
+         ? 0                                                                              \
+         : xg2__vec_grow((void **)&(v)->a, &(v)->cap, sizeof(*(v)->a), (uint64_t)(need)))
+#define vec_push(v, x) (vec_reserve((v), (uint64_t)(v)->n + 1) ? 1 : ((v)->a[(v)->n++] = (x), 0))
+#define vec_free(v) (xg2__free((v)->a), (v)->a = NULL, (v)->n = (v)->cap = 0)
+
+/* Named vectors for the types passed between files (each VEC() is its own type). */
+typedef VEC(char) xg2_charvec;
+typedef VEC(uint32_t) xg2_u32vec;
+XG2_HIDDEN int xg2__charvec_printf(xg2_charvec *v, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- reference counts (atomic: objects are shared across threads) ---- */
+#define XG2_REF_INC(p) __atomic_add_fetch(&(p)->refs, 1, __ATOMIC_RELAXED)
+#define XG2_REF_DEC(p) __atomic_sub_fetch(&(p)->refs, 1, __ATOMIC_ACQ_REL)
+
+/* ---- small helpers ---- */
+static inline uint64_t xg2__mix64(uint64_t h, uint64_t x) {
+    h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
+}
+
+/* Bitsets over 256 bytes. */
+typedef struct {
+    uint64_t w[4];
+} xg2_byteset;
+static inline void byteset_add(xg2_byteset *s, unsigned b) { s->w[b >> 6] |= 1ull << (b & 63); }
+static inline int byteset_has(const xg2_byteset *s, unsigned b) {
+    return (int)((s->w[b >> 6] >> (b & 63)) & 1);
+}
+
+#endif /* XG2_INTERNAL_H */

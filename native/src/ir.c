@@ -1,0 +1,605 @@
+/*
+ * ir.c -- build, normalise and print the grammar IR.
+ *
+ * Normalisation, in order:
+ *   1. simplify every body (flatten nested sequences/choices, merge adjacent
+ *      literals, drop empty pieces);
+ *   2. find the productive rules (those deriving at least one finite string);
+ *      references to the others become XE_FAIL, and a root that matches nothing
+ *      is an error;
+ *   3. drop rules the root cannot reach;
+ *   4. move repetitions too large to unroll into RK_REPEAT rules, which the
+ *      parser runs with a counter (repetition compression, XGrammar-2 §3.6).
+ */
+#include <stdio.h>
+
+#include "ir.h"
+
+/* ---- construction ---- */
+
+static uint32_t add_expr(xg2_ir *ir, xg2_expr e) {
+    if (ir->err) return 0;
+    if (vec_push(&ir->exprs, e)) { ir->err = XG2_ERR_NOMEM; return 0; }
+    return ir->exprs.n - 1;
+}
+
+static uint32_t pool_add(xg2_ir *ir, const uint32_t *x, uint32_t n) {
+    if (ir->err) return 0;
+    if (vec_reserve(&ir->pool, (uint64_t)ir->pool.n + n)) { ir->err = XG2_ERR_NOMEM; return 0; }
+    uint32_t at = ir->pool.n;
+    if (n) memcpy(ir->pool.a + at, x, sizeof(uint32_t) * n);
+    ir->pool.n += n;
+    return at;
+}
+
+int xg2__ir_init(xg2_ir *ir) {
+    memset(ir, 0, sizeof *ir);
+    xg2_expr empty = {XE_EMPTY, 0, 0, 0, 0, 0};
+    add_expr(ir, empty);
+    return ir->err;
+}
+
+void xg2__ir_free(xg2_ir *ir) {
+    vec_free(&ir->exprs);
+    vec_free(&ir->pool);
+    vec_free(&ir->bytes);
+    vec_free(&ir->names);
+    vec_free(&ir->rules);
+}
+
+uint32_t xg2__ir_empty(xg2_ir *ir) { (void)ir; return 0; }
+
+uint32_t xg2__ir_fail(xg2_ir *ir) {
+    xg2_expr e = {XE_FAIL, 0, 0, 0, 0, 0};
+    return add_expr(ir, e);
+}
+
+uint32_t xg2__ir_bytes(xg2_ir *ir, const uint8_t *b, uint32_t n) {
+    if (n == 0) return 0;
+    if (ir->err) return 0;
+    if (vec_reserve(&ir->bytes, (uint64_t)ir->bytes.n + n)) { ir->err = XG2_ERR_NOMEM; return 0; }
+    uint32_t at = ir->bytes.n;
+    memcpy(ir->bytes.a + at, b, n);
+    ir->bytes.n += n;
+    xg2_expr e = {XE_BYTES, 0, at, n, 0, 0};
+    return add_expr(ir, e);
+}
+
+uint32_t xg2__ir_class(xg2_ir *ir, const uint32_t *ranges, uint32_t n, int negated) {
+    uint32_t at = pool_add(ir, ranges, 2 * n);
+    xg2_expr e = {XE_CLASS, (uint8_t)(negated ? XF_NEGATED : 0), at, n, 0, 0};
+    return add_expr(ir, e);
+}
+
+uint32_t xg2__ir_ref(xg2_ir *ir, uint32_t rule) {
+    xg2_expr e = {XE_REF, 0, rule, 0, 0, 0};
+    return add_expr(ir, e);
+}
+
+uint32_t xg2__ir_list(xg2_ir *ir, int kind, const uint32_t *kids, uint32_t n) {
+    if (n == 1) return kids[0];
+    if (n == 0) return kind == XE_SEQ ? 0 : xg2__ir_fail(ir);
+    uint32_t at = pool_add(ir, kids, n);
+    xg2_expr e = {(uint8_t)kind, 0, at, n, 0, 0};
+    return add_expr(ir, e);
+}
+
+uint32_t xg2__ir_repeat(xg2_ir *ir, uint32_t child, int32_t min, int32_t max) {
+    xg2_expr e = {XE_REPEAT, 0, child, 0, min, max};
+    return add_expr(ir, e);
+}
+
+uint32_t xg2__ir_token(xg2_ir *ir, const uint32_t *ids, uint32_t n, int exclude) {
+    uint32_t at = pool_add(ir, ids, n);
+    xg2_expr e = {XE_TOKEN, (uint8_t)(exclude ? XF_EXCLUDE : 0), at, n, 0, 0};
+    return add_expr(ir, e);
+}
+
+uint32_t xg2__ir_macro(xg2_ir *ir, const char *name, uint32_t n_args) {
+    if (ir->err) return 0;
+    size_t len = strlen(name);
+    if (vec_reserve(&ir->names, (uint64_t)ir->names.n + len + 1)) { ir->err = XG2_ERR_NOMEM; return 0; }
+    uint32_t at = ir->names.n;
+    memcpy(ir->names.a + at, name, len + 1);
+    ir->names.n += (uint32_t)len + 1;
+    xg2_expr e = {XE_MACRO, 0, at, n_args, 0, 0};
+    return add_expr(ir, e);
+}
+
+int32_t xg2__ir_find_rule(const xg2_ir *ir, const char *name, size_t len) {
+    for (uint32_t i = 0; i < ir->rules.n; i++) {
+        const char *s = xg2__ir_name(ir, i);
+        if (strlen(s) == len && memcmp(s, name, len) == 0) return (int32_t)i;
+    }
+    return -1;
+}
+
+static uint32_t add_rule(xg2_ir *ir, const char *name, size_t len, uint32_t line, uint32_t col) {
+    if (ir->err) return 0;
+    if (ir->rules.n >= XG2_MAX_RULES) { ir->err = XG2_ERR_LIMIT; return 0; }
+    if (vec_reserve(&ir->names, (uint64_t)ir->names.n + len + 1)) { ir->err = XG2_ERR_NOMEM; return 0; }
+    uint32_t at = ir->names.n;
+    memcpy(ir->names.a + at, name, len);
+    ir->names.a[at + len] = 0;
+    ir->names.n += (uint32_t)len + 1;
+    xg2_rule_ir r = {at, 0, -1, RK_FSM, 0, line, col};
+    if (vec_push(&ir->rules, r)) { ir->err = XG2_ERR_NOMEM; return 0; }
+    return ir->rules.n - 1;
+}
+
+uint32_t xg2__ir_rule_id(xg2_ir *ir, const char *name, size_t len, uint32_t line, uint32_t col) {
+    int32_t id = xg2__ir_find_rule(ir, name, len);
+    return id >= 0 ? (uint32_t)id : add_rule(ir, name, len, line, col);
+}
+
+/* A fresh rule named base_N, defined with body. */
+uint32_t xg2__ir_new_rule(xg2_ir *ir, const char *base, uint32_t body) {
+    char buf[256];
+    for (uint32_t k = 1;; k++) {
+        int n = snprintf(buf, sizeof buf, "%.200s_%u", base, k);
+        if (xg2__ir_find_rule(ir, buf, (size_t)n) < 0) {
+            uint32_t id = add_rule(ir, buf, (size_t)n, 0, 0);
+            if (ir->err) return 0;
+            ir->rules.a[id].body = body;
+            ir->rules.a[id].defined = 1;
+            return id;
+        }
+    }
+}
+
+/* ---- character classes ---- */
+
+static int cmp_range(const void *a, const void *b) {
+    const uint32_t *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+int xg2__class_ranges(const xg2_ir *ir, const xg2_expr *e, xg2_u32vec *out) {
+    out->n = 0;
+    if (vec_reserve(out, 2ull * e->n + 4)) return XG2_NOMEM();
+    memcpy(out->a, ir->pool.a + e->a, sizeof(uint32_t) * 2 * e->n);
+    qsort(out->a, e->n, 2 * sizeof(uint32_t), cmp_range);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < e->n; i++) {
+        uint32_t lo = out->a[2 * i], hi = out->a[2 * i + 1];
+        if (k && lo <= out->a[2 * k - 1] + 1) {
+            if (hi > out->a[2 * k - 1]) out->a[2 * k - 1] = hi;
+        } else {
+            out->a[2 * k] = lo;
+            out->a[2 * k + 1] = hi;
+            k++;
+        }
+    }
+    out->n = 2 * k;
+    if (e->flags & XF_NEGATED) {
+        /* Complement over U+0000..U+10FFFF, in place from a copy. */
+        uint32_t m = k;
+        uint32_t *src = xg2__malloc(sizeof(uint32_t) * 2 * (m ? m : 1));
+        if (!src) return XG2_NOMEM();
+        memcpy(src, out->a, sizeof(uint32_t) * 2 * m);
+        out->n = 0;
+        uint32_t next = 0;
+        for (uint32_t i = 0; i < m; i++) {
+            if (src[2 * i] > next) {
+                out->a[out->n++] = next;
+                out->a[out->n++] = src[2 * i] - 1;
+            }
+            next = src[2 * i + 1] + 1;
+        }
+        if (next <= 0x10FFFF) {
+            out->a[out->n++] = next;
+            out->a[out->n++] = 0x10FFFF;
+        }
+        xg2__free(src);
+    }
+    return XG2_OK;
+}
+
+/* ---- simplification ---- */
+
+static uint32_t simplify(xg2_ir *ir, uint32_t id, const uint8_t *dead_rule, int depth);
+
+/* Append the simplified children of list expr `id` into kids, flattening. */
+static int collect(xg2_ir *ir, uint32_t id, int kind, xg2_u32vec *kids, const uint8_t *dead,
+                   int depth, int *saw_fail) {
+    xg2_expr e = ir->exprs.a[id];
+    for (uint32_t i = 0; i < e.n; i++) {
+        uint32_t c = simplify(ir, ir->pool.a[e.a + i], dead, depth + 1);
+        if (ir->err) return 1;
+        xg2_expr ce = ir->exprs.a[c];
+        if (ce.kind == kind) {
+            for (uint32_t j = 0; j < ce.n; j++)
+                if (vec_push(kids, ir->pool.a[ce.a + j])) { ir->err = XG2_ERR_NOMEM; return 1; }
+            continue;
+        }
+        if (ce.kind == XE_FAIL) { *saw_fail = 1; if (kind == XE_SEQ) return 0; continue; }
+        if (ce.kind == XE_EMPTY && kind == XE_SEQ) continue;
+        if (vec_push(kids, c)) { ir->err = XG2_ERR_NOMEM; return 1; }
+    }
+    return 0;
+}
+
+static uint32_t simplify(xg2_ir *ir, uint32_t id, const uint8_t *dead, int depth) {
+    if (ir->err) return 0;
+    if (depth > 4 * XG2_MAX_NEST_DEPTH) { ir->err = XG2_ERR_LIMIT; return 0; }
+    xg2_expr e = ir->exprs.a[id];
+    switch (e.kind) {
+    case XE_BYTES:
+        return e.n ? id : 0;
+    case XE_REF:
+        return dead && dead[e.a] ? xg2__ir_fail(ir) : id;
+    case XE_CLASS:
+        if (e.n == 0 && !(e.flags & XF_NEGATED)) return xg2__ir_fail(ir);
+        return id;
+    case XE_REPEAT: {
+        uint32_t c = simplify(ir, e.a, dead, depth + 1);
+        if (ir->err) return 0;
+        int ck = ir->exprs.a[c].kind;
+        if (e.max == 0 || ck == XE_EMPTY) return 0;
+        if (ck == XE_FAIL) return e.min == 0 ? 0 : xg2__ir_fail(ir);
+        if (e.min == 1 && e.max == 1) return c;
+        if (c == e.a) return id;
+        return xg2__ir_repeat(ir, c, e.min, e.max);
+    }
+    case XE_SEQ:
+    case XE_CHOICE: {
+        xg2_u32vec kids = {0};
+        int saw_fail = 0;
+        uint32_t out = 0;
+        if (collect(ir, id, e.kind, &kids, dead, depth, &saw_fail)) goto done;
+        if (e.kind == XE_SEQ && saw_fail) { out = xg2__ir_fail(ir); goto done; }
+        if (e.kind == XE_SEQ) {
+            /* Merge runs of adjacent literals into one. */
+            uint32_t k = 0;
+            for (uint32_t i = 0; i < kids.n; i++) {
+                xg2_expr ce = ir->exprs.a[kids.a[i]];
+                if (k && ce.kind == XE_BYTES && ir->exprs.a[kids.a[k - 1]].kind == XE_BYTES) {
+                    xg2_expr pe = ir->exprs.a[kids.a[k - 1]];
+                    uint32_t n = pe.n + ce.n;
+                    uint8_t *tmp = xg2__malloc(n);
+                    if (!tmp) { ir->err = XG2_ERR_NOMEM; goto done; }
+                    memcpy(tmp, ir->bytes.a + pe.a, pe.n);
+                    memcpy(tmp + pe.n, ir->bytes.a + ce.a, ce.n);
+                    kids.a[k - 1] = xg2__ir_bytes(ir, tmp, n);
+                    xg2__free(tmp);
+                } else {
+                    kids.a[k++] = kids.a[i];
+                }
+            }
+            kids.n = k;
+        }
+        out = xg2__ir_list(ir, e.kind, kids.a, kids.n);
+    done:
+        vec_free(&kids);
+        return out;
+    }
+    default:
+        return id;
+    }
+}
+
+/* ---- productivity, nullability and reachability ---- */
+
+/* Does expr derive some finite string (prod) / the empty string (null), given
+ * the current per-rule answers in `rule_ok`? */
+static int expr_holds(const xg2_ir *ir, uint32_t id, const uint8_t *rule_ok, int nullable) {
+    const xg2_expr *e = &ir->exprs.a[id];
+    switch (e->kind) {
+    case XE_EMPTY: return 1;
+    case XE_FAIL: return 0;
+    case XE_BYTES: return !nullable;
+    case XE_CLASS: return !nullable;
+    case XE_TOKEN: return !nullable;
+    case XE_MACRO: return !nullable;
+    case XE_REF: return rule_ok[e->a];
+    case XE_REPEAT: return e->min == 0 || expr_holds(ir, e->a, rule_ok, nullable);
+    case XE_SEQ:
+        for (uint32_t i = 0; i < e->n; i++)
+            if (!expr_holds(ir, ir->pool.a[e->a + i], rule_ok, nullable)) return 0;
+        return 1;
+    case XE_CHOICE:
+        for (uint32_t i = 0; i < e->n; i++)
+            if (expr_holds(ir, ir->pool.a[e->a + i], rule_ok, nullable)) return 1;
+        return 0;
+    }
+    return 0;
+}
+
+/* Least fixpoint over all rules; passes alternate direction so that grammars
+ * written top-down or bottom-up both settle in a few passes. */
+static void rule_fixpoint(const xg2_ir *ir, uint8_t *ok, int nullable) {
+    memset(ok, 0, ir->rules.n);
+    for (int changed = 1, pass = 0; changed; pass++) {
+        changed = 0;
+        for (uint32_t k = 0; k < ir->rules.n; k++) {
+            uint32_t r = (pass & 1) ? k : ir->rules.n - 1 - k;
+            if (ok[r]) continue;
+            const xg2_rule_ir *ru = &ir->rules.a[r];
+            if (!expr_holds(ir, ru->body, ok, nullable)) continue;
+            if (!nullable && ru->lookahead >= 0 && !expr_holds(ir, (uint32_t)ru->lookahead, ok, 0))
+                continue;
+            ok[r] = 1;
+            changed = 1;
+        }
+    }
+}
+
+static int mark_refs(const xg2_ir *ir, uint32_t id, uint8_t *seen, xg2_u32vec *stack) {
+    const xg2_expr *e = &ir->exprs.a[id];
+    switch (e->kind) {
+    case XE_REF:
+        if (!seen[e->a]) {
+            seen[e->a] = 1;
+            if (vec_push(stack, e->a)) return 1;
+        }
+        return 0;
+    case XE_REPEAT: return mark_refs(ir, e->a, seen, stack);
+    case XE_SEQ:
+    case XE_CHOICE:
+        for (uint32_t i = 0; i < e->n; i++)
+            if (mark_refs(ir, ir->pool.a[e->a + i], seen, stack)) return 1;
+        return 0;
+    }
+    return 0;
+}
+
+/* Expressions may be shared, so each node is renumbered once (done[]). */
+static void renumber_refs(xg2_ir *ir, uint32_t id, const uint32_t *map, uint8_t *done) {
+    if (done[id]) return;
+    done[id] = 1;
+    xg2_expr *e = &ir->exprs.a[id];
+    switch (e->kind) {
+    case XE_REF: e->a = map[e->a]; return;
+    case XE_REPEAT: renumber_refs(ir, e->a, map, done); return;
+    case XE_SEQ:
+    case XE_CHOICE:
+        for (uint32_t i = 0; i < e->n; i++) renumber_refs(ir, ir->pool.a[e->a + i], map, done);
+        return;
+    }
+}
+
+/* Keep only rules reachable from the root (root becomes rule 0). */
+static int drop_unreachable(xg2_ir *ir) {
+    uint32_t n = ir->rules.n;
+    uint8_t *seen = xg2__calloc(n, 1);
+    uint32_t *map = xg2__malloc(sizeof(uint32_t) * n);
+    uint8_t *done = xg2__calloc(ir->exprs.n, 1);
+    xg2_u32vec stack = {0};
+    int rc = XG2_OK;
+    if (!seen || !map || !done) { rc = XG2_NOMEM(); goto out; }
+    seen[ir->root] = 1;
+    if (vec_push(&stack, ir->root)) { rc = XG2_NOMEM(); goto out; }
+    while (stack.n) {
+        uint32_t r = stack.a[--stack.n];
+        if (mark_refs(ir, ir->rules.a[r].body, seen, &stack)) { rc = XG2_NOMEM(); goto out; }
+        if (ir->rules.a[r].lookahead >= 0 &&
+            mark_refs(ir, (uint32_t)ir->rules.a[r].lookahead, seen, &stack)) {
+            rc = XG2_NOMEM();
+            goto out;
+        }
+    }
+    /* The root first, then the others in their original order. */
+    uint32_t k = 0;
+    map[ir->root] = k++;
+    for (uint32_t r = 0; r < n; r++)
+        if (seen[r] && r != ir->root) map[r] = k++;
+    xg2_rule_ir *nr = xg2__malloc(sizeof(xg2_rule_ir) * (k ? k : 1));
+    if (!nr) { rc = XG2_NOMEM(); goto out; }
+    for (uint32_t r = 0; r < n; r++)
+        if (seen[r]) nr[map[r]] = ir->rules.a[r];
+    for (uint32_t r = 0; r < k; r++) {
+        renumber_refs(ir, nr[r].body, map, done);
+        if (nr[r].lookahead >= 0) renumber_refs(ir, (uint32_t)nr[r].lookahead, map, done);
+    }
+    xg2__free(ir->rules.a);
+    ir->rules.a = nr;
+    ir->rules.n = ir->rules.cap = k;
+    ir->root = 0;
+out:
+    xg2__free(seen);
+    xg2__free(map);
+    xg2__free(done);
+    vec_free(&stack);
+    return rc;
+}
+
+/* ---- repetition compression ---- */
+
+/* Rules made here are appended to nullable[] as they are created. */
+typedef VEC(uint8_t) u8vec;
+
+static uint32_t extract_repeats(xg2_ir *ir, uint32_t id, uint32_t rule, u8vec *nullable,
+                                int depth) {
+    if (ir->err) return id;
+    if (depth > 4 * XG2_MAX_NEST_DEPTH) { ir->err = XG2_ERR_LIMIT; return id; }
+    xg2_expr e = ir->exprs.a[id];
+    if (e.kind == XE_SEQ || e.kind == XE_CHOICE) {
+        xg2_u32vec kids = {0};
+        int changed = 0;
+        for (uint32_t i = 0; i < e.n; i++) {
+            uint32_t c = ir->pool.a[e.a + i];
+            uint32_t c2 = extract_repeats(ir, c, rule, nullable, depth + 1);
+            changed |= c2 != c;
+            if (vec_push(&kids, c2)) { ir->err = XG2_ERR_NOMEM; break; }
+        }
+        uint32_t out = changed && !ir->err ? xg2__ir_list(ir, e.kind, kids.a, kids.n) : id;
+        vec_free(&kids);
+        return out;
+    }
+    if (e.kind != XE_REPEAT) return id;
+    uint32_t child = extract_repeats(ir, e.a, rule, nullable, depth + 1);
+    if (ir->err) return id;
+    int large = e.max >= 0 ? e.max > XG2_UNROLL_LIMIT : e.min > XG2_UNROLL_LIMIT;
+    if (!large) return child == e.a ? id : xg2__ir_repeat(ir, child, e.min, e.max);
+    /* An empty iteration changes nothing, and the parser ignores empty
+     * iterations of counted rules, so a nullable child needs no minimum. */
+    int child_nullable = expr_holds(ir, child, nullable->a, 1);
+    int32_t min = child_nullable ? 0 : e.min;
+    if (min == 0 && e.max < 0) return xg2__ir_repeat(ir, child, 0, -1);
+    /* The counted rule needs its child as a rule of its own. */
+    uint32_t crule;
+    char base[220];
+    if (ir->exprs.a[child].kind == XE_REF) {
+        crule = ir->exprs.a[child].a;
+    } else {
+        snprintf(base, sizeof base, "%.200s_item", xg2__ir_name(ir, rule));
+        crule = xg2__ir_new_rule(ir, base, child);
+        if (ir->err || vec_push(nullable, (uint8_t)child_nullable)) goto oom;
+    }
+    uint32_t body = xg2__ir_repeat(ir, xg2__ir_ref(ir, crule), min, e.max);
+    snprintf(base, sizeof base, "%.200s_repeat", xg2__ir_name(ir, rule));
+    uint32_t rr = xg2__ir_new_rule(ir, base, body);
+    if (ir->err || vec_push(nullable, (uint8_t)(min == 0))) goto oom;
+    ir->rules.a[rr].kind = RK_REPEAT;
+    return xg2__ir_ref(ir, rr);
+oom:
+    if (!ir->err) ir->err = XG2_ERR_NOMEM;
+    return id;
+}
+
+int xg2__ir_normalize(xg2_ir *ir) {
+    uint8_t *ok = NULL;
+    int rc = XG2_OK;
+    for (uint32_t r = 0; r < ir->rules.n; r++) {
+        xg2_rule_ir *ru = &ir->rules.a[r];
+        ru->body = simplify(ir, ru->body, NULL, 0);
+        if (ru->lookahead >= 0) ru->lookahead = (int32_t)simplify(ir, (uint32_t)ru->lookahead, NULL, 0);
+    }
+    if (ir->err) goto err;
+    ok = xg2__malloc(ir->rules.n ? ir->rules.n : 1);
+    if (!ok) return XG2_NOMEM();
+    rule_fixpoint(ir, ok, 0);
+    if (!ok[ir->root]) {
+        rc = xg2__fail(XG2_ERR_GRAMMAR, "the root rule \"%s\" matches no string",
+                       xg2__ir_name(ir, ir->root));
+        goto out;
+    }
+    for (uint32_t r = 0; r < ir->rules.n; r++) ok[r] = !ok[r]; /* now: dead */
+    for (uint32_t r = 0; r < ir->rules.n; r++) {
+        xg2_rule_ir *ru = &ir->rules.a[r];
+        ru->body = simplify(ir, ru->body, ok, 0);
+        if (ru->lookahead >= 0) ru->lookahead = (int32_t)simplify(ir, (uint32_t)ru->lookahead, ok, 0);
+        if (ru->lookahead >= 0 && ir->exprs.a[ru->lookahead].kind == XE_EMPTY) ru->lookahead = -1;
+    }
+    if (ir->err) goto err;
+    if ((rc = drop_unreachable(ir))) goto out;
+    u8vec nullable = {0};
+    if (vec_reserve(&nullable, ir->rules.n + 1)) { rc = XG2_NOMEM(); goto out; }
+    rule_fixpoint(ir, nullable.a, 1);
+    nullable.n = ir->rules.n;
+    uint32_t n_before = ir->rules.n;
+    for (uint32_t r = 0; r < n_before && !ir->err; r++) {
+        uint32_t b = extract_repeats(ir, ir->rules.a[r].body, r, &nullable, 0);
+        ir->rules.a[r].body = b;
+    }
+    vec_free(&nullable);
+    if (ir->err) goto err;
+    goto out;
+err:
+    rc = ir->err == XG2_ERR_LIMIT
+             ? xg2__fail(XG2_ERR_LIMIT, "grammar expression nested deeper than %d",
+                         4 * XG2_MAX_NEST_DEPTH)
+             : XG2_NOMEM();
+out:
+    xg2__free(ok);
+    return rc;
+}
+
+/* ---- printing ---- */
+
+static int put_cp(xg2_charvec *o, uint32_t cp, int in_class) {
+    if (cp == '"' && !in_class) return xg2__charvec_printf(o, "\\\"");
+    if (cp == '\\') return xg2__charvec_printf(o, "\\\\");
+    if (in_class && (cp == ']' || cp == '-' || cp == '^' || cp == '['))
+        return xg2__charvec_printf(o, "\\%c", (char)cp);
+    if (cp == '\n') return xg2__charvec_printf(o, "\\n");
+    if (cp == '\t') return xg2__charvec_printf(o, "\\t");
+    if (cp == '\r') return xg2__charvec_printf(o, "\\r");
+    if (cp < 0x20 || cp == 0x7F) return xg2__charvec_printf(o, "\\x%02x", cp);
+    if (cp < 0x80) return xg2__charvec_printf(o, "%c", (char)cp);
+    if (cp <= 0xFFFF) return xg2__charvec_printf(o, "\\u%04x", cp);
+    return xg2__charvec_printf(o, "\\U%08x", cp);
+}
+
+static int print_bytes(xg2_charvec *o, const uint8_t *s, uint32_t n) {
+    int bad = xg2__charvec_printf(o, "\"");
+    for (uint32_t i = 0; i < n && !bad;) {
+        uint8_t c = s[i];
+        uint32_t cp = c, len = 1;
+        if (c >= 0xC0 && c < 0xE0 && i + 1 < n) { cp = ((c & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu); len = 2; }
+        else if (c >= 0xE0 && c < 0xF0 && i + 2 < n) {
+            cp = ((c & 0x0Fu) << 12) | ((s[i + 1] & 0x3Fu) << 6) | (s[i + 2] & 0x3Fu);
+            len = 3;
+        } else if (c >= 0xF0 && i + 3 < n) {
+            cp = ((c & 0x07u) << 18) | ((s[i + 1] & 0x3Fu) << 12) | ((s[i + 2] & 0x3Fu) << 6) |
+                 (s[i + 3] & 0x3Fu);
+            len = 4;
+        }
+        bad = put_cp(o, cp, 0);
+        i += len;
+    }
+    return bad || xg2__charvec_printf(o, "\"");
+}
+
+/* prec: 0 = choice context, 1 = sequence element, 2 = quantified operand */
+static int print_expr(const xg2_ir *ir, uint32_t id, xg2_charvec *o, int prec, int depth) {
+    if (depth > 8 * XG2_MAX_NEST_DEPTH) return xg2__charvec_printf(o, "...");
+    const xg2_expr *e = &ir->exprs.a[id];
+    int bad = 0;
+    switch (e->kind) {
+    case XE_EMPTY: return xg2__charvec_printf(o, "\"\"");
+    case XE_FAIL: return xg2__charvec_printf(o, "[^\\x00-\\U0010ffff]");
+    case XE_BYTES: return print_bytes(o, ir->bytes.a + e->a, e->n);
+    case XE_REF: return xg2__charvec_printf(o, "%s", xg2__ir_name(ir, e->a));
+    case XE_CLASS:
+        bad = xg2__charvec_printf(o, "[%s", (e->flags & XF_NEGATED) ? "^" : "");
+        for (uint32_t i = 0; i < e->n && !bad; i++) {
+            uint32_t lo = ir->pool.a[e->a + 2 * i], hi = ir->pool.a[e->a + 2 * i + 1];
+            bad = put_cp(o, lo, 1);
+            if (!bad && hi != lo) bad = xg2__charvec_printf(o, "-") || put_cp(o, hi, 1);
+        }
+        return bad || xg2__charvec_printf(o, "]");
+    case XE_TOKEN:
+        bad = xg2__charvec_printf(o, "%s(", (e->flags & XF_EXCLUDE) ? "ExcludeToken" : "Token");
+        for (uint32_t i = 0; i < e->n && !bad; i++)
+            bad = xg2__charvec_printf(o, "%s%u", i ? ", " : "", ir->pool.a[e->a + i]);
+        return bad || xg2__charvec_printf(o, ")");
+    case XE_MACRO: return xg2__charvec_printf(o, "%s(...)", ir->names.a + e->a);
+    case XE_REPEAT:
+        bad = print_expr(ir, e->a, o, 2, depth + 1);
+        if (bad) return bad;
+        if (e->min == 0 && e->max < 0) return xg2__charvec_printf(o, "*");
+        if (e->min == 1 && e->max < 0) return xg2__charvec_printf(o, "+");
+        if (e->min == 0 && e->max == 1) return xg2__charvec_printf(o, "?");
+        if (e->max < 0) return xg2__charvec_printf(o, "{%d,}", e->min);
+        if (e->max == e->min) return xg2__charvec_printf(o, "{%d}", e->min);
+        return xg2__charvec_printf(o, "{%d,%d}", e->min, e->max);
+    case XE_SEQ:
+    case XE_CHOICE: {
+        int need = e->kind == XE_SEQ ? prec >= 2 : prec >= 1;
+        if (need && xg2__charvec_printf(o, "(")) return 1;
+        for (uint32_t i = 0; i < e->n && !bad; i++) {
+            if (i) bad = xg2__charvec_printf(o, e->kind == XE_SEQ ? " " : " | ");
+            if (!bad) bad = print_expr(ir, ir->pool.a[e->a + i], o, e->kind == XE_SEQ ? 2 : 1, depth + 1);
+        }
+        if (!bad && need) bad = xg2__charvec_printf(o, ")");
+        return bad;
+    }
+    }
+    return 0;
+}
+
+int xg2__ir_print(const xg2_ir *ir, xg2_charvec *o) {
+    for (uint32_t r = 0; r < ir->rules.n; r++) {
+        const xg2_rule_ir *ru = &ir->rules.a[r];
+        if (xg2__charvec_printf(o, "%s ::= ", xg2__ir_name(ir, r))) return XG2_NOMEM();
+        if (print_expr(ir, ru->body, o, 0, 0)) return XG2_NOMEM();
+        if (ru->lookahead >= 0) {
+            if (xg2__charvec_printf(o, " (= ")) return XG2_NOMEM();
+            if (print_expr(ir, (uint32_t)ru->lookahead, o, 0, 0)) return XG2_NOMEM();
+            if (xg2__charvec_printf(o, ")")) return XG2_NOMEM();
+        }
+        if (xg2__charvec_printf(o, "\n")) return XG2_NOMEM();
+    }
+    return XG2_OK;
+}

@@ -1,0 +1,106 @@
+/*
+ * ir.h -- the grammar IR: rules whose bodies are expression trees.
+ *
+ * Expressions live in one arena (exprs[]) and refer to their data by offset:
+ *
+ *   kind        a, n                         min, max
+ *   XE_EMPTY    -                            -
+ *   XE_FAIL     -                            -           (matches nothing)
+ *   XE_BYTES    bytes[a .. a+n)              -
+ *   XE_CLASS    pool[a .. a+2n): lo,hi pairs -           (code points; flags&XF_NEGATED)
+ *   XE_REF      a = rule id                  -
+ *   XE_SEQ      pool[a .. a+n): children     -
+ *   XE_CHOICE   pool[a .. a+n): children     -
+ *   XE_REPEAT   a = child                    min..max (max < 0: unbounded)
+ *   XE_TOKEN    pool[a .. a+n): token ids    -           (flags&XF_EXCLUDE: all but these)
+ *   XE_MACRO    a = macro name, n = args     -           (intrinsics not built yet: error)
+ *
+ * A rule of kind RK_REPEAT has a body XE_REPEAT(XE_REF(child)) that the parser
+ * runs with a counter instead of unrolling (repetition compression).
+ * Builder calls never fail individually: the first allocation failure sets the
+ * sticky `err` and later calls return 0 -- check `err` once at the end.
+ */
+#ifndef XG2_IR_H
+#define XG2_IR_H
+
+#include "internal.h"
+
+enum {
+    XE_EMPTY,
+    XE_FAIL,
+    XE_BYTES,
+    XE_CLASS,
+    XE_REF,
+    XE_SEQ,
+    XE_CHOICE,
+    XE_REPEAT,
+    XE_TOKEN,
+    XE_MACRO,
+};
+
+#define XF_NEGATED 1
+#define XF_EXCLUDE 2
+
+enum { RK_FSM, RK_REPEAT };
+
+typedef struct {
+    uint8_t kind, flags;
+    uint32_t a, n;
+    int32_t min, max;
+} xg2_expr;
+
+typedef struct {
+    uint32_t name;      /* offset of a NUL-terminated name in names[] */
+    uint32_t body;      /* expr id; 0 until defined */
+    int32_t lookahead;  /* expr id of (= ...) or -1 */
+    uint8_t kind;       /* RK_FSM or RK_REPEAT */
+    uint8_t defined;
+    uint32_t line, col; /* first mention, for error messages */
+} xg2_rule_ir;
+
+typedef struct {
+    VEC(xg2_expr) exprs; /* exprs.a[0] is a shared XE_EMPTY */
+    VEC(uint32_t) pool;
+    VEC(uint8_t) bytes;
+    VEC(char) names;
+    VEC(xg2_rule_ir) rules;
+    uint32_t root;
+    int err; /* sticky XG2_ERR_NOMEM */
+} xg2_ir;
+
+XG2_HIDDEN int xg2__ir_init(xg2_ir *ir);
+XG2_HIDDEN void xg2__ir_free(xg2_ir *ir);
+
+/* Builders.  Children/ranges/bytes are copied.  */
+XG2_HIDDEN uint32_t xg2__ir_empty(xg2_ir *ir);
+XG2_HIDDEN uint32_t xg2__ir_fail(xg2_ir *ir);
+XG2_HIDDEN uint32_t xg2__ir_bytes(xg2_ir *ir, const uint8_t *b, uint32_t n);
+XG2_HIDDEN uint32_t xg2__ir_class(xg2_ir *ir, const uint32_t *ranges, uint32_t n_ranges,
+                                  int negated);
+XG2_HIDDEN uint32_t xg2__ir_ref(xg2_ir *ir, uint32_t rule);
+XG2_HIDDEN uint32_t xg2__ir_list(xg2_ir *ir, int kind, const uint32_t *kids, uint32_t n);
+XG2_HIDDEN uint32_t xg2__ir_repeat(xg2_ir *ir, uint32_t child, int32_t min, int32_t max);
+XG2_HIDDEN uint32_t xg2__ir_token(xg2_ir *ir, const uint32_t *ids, uint32_t n, int exclude);
+XG2_HIDDEN uint32_t xg2__ir_macro(xg2_ir *ir, const char *name, uint32_t n_args);
+
+/* Rules by name: returns the id, adding an undefined rule on first mention. */
+XG2_HIDDEN uint32_t xg2__ir_rule_id(xg2_ir *ir, const char *name, size_t len, uint32_t line,
+                                    uint32_t col);
+XG2_HIDDEN int32_t xg2__ir_find_rule(const xg2_ir *ir, const char *name, size_t len);
+XG2_HIDDEN uint32_t xg2__ir_new_rule(xg2_ir *ir, const char *base, uint32_t body);
+static inline const char *xg2__ir_name(const xg2_ir *ir, uint32_t rule) {
+    return ir->names.a + ir->rules.a[rule].name;
+}
+
+/* Normalise after parsing: simplify, drop unreachable rules, remove what can
+ * match nothing, move large repetitions into counted rules.  On error the
+ * message names the rule. */
+XG2_HIDDEN int xg2__ir_normalize(xg2_ir *ir);
+
+/* Print as EBNF text into out (growable). */
+XG2_HIDDEN int xg2__ir_print(const xg2_ir *ir, xg2_charvec *out);
+
+/* Sorted, merged code point ranges of a class after applying negation. */
+XG2_HIDDEN int xg2__class_ranges(const xg2_ir *ir, const xg2_expr *e, xg2_u32vec *out);
+
+#endif

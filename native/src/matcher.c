@@ -1,0 +1,305 @@
+/*
+ * matcher.c -- one generation: accept tokens, fill masks, jump forward,
+ * roll back.
+ *
+ * History is a list of steps (a token, a string, or the stop token); step k
+ * ends at parser length steps[k].  Rolling back n steps pops the parser to
+ * steps[count - n].  The stop token is a step that consumes no bytes.
+ */
+#include "compiled.h"
+#include "earley.h"
+#include "mask.h"
+
+struct xg2_matcher {
+    xg2_compiled *c;
+    const xg2_grammar *g;
+    const xg2_vocab *v;
+    xg2_parser parser;
+    xg2_u32vec steps;   /* steps.a[k]: parser length after k steps; steps.a[0] = 0 */
+    uint32_t stop_step; /* steps count right after the stop token, 0 if none */
+    int32_t *stop_ids;
+    int32_t n_stop;
+    int terminate_without_stop;
+    int busy; /* set while a call runs: one matcher, one thread */
+};
+
+/* Enter/leave a matcher call; a second concurrent caller gets XG2_ERR_STATE. */
+static int enter(xg2_matcher *m) {
+    xg2__clear_error();
+    if (!m) return xg2__fail(XG2_ERR_ARG, "matcher is NULL");
+    if (__atomic_exchange_n(&m->busy, 1, __ATOMIC_ACQUIRE))
+        return xg2__fail(XG2_ERR_STATE, "the matcher is being used by another thread");
+    return XG2_OK;
+}
+static void leave(xg2_matcher *m) { __atomic_store_n(&m->busy, 0, __ATOMIC_RELEASE); }
+
+static int is_stop(const xg2_matcher *m, int32_t t) {
+    for (int32_t i = 0; i < m->n_stop; i++)
+        if (m->stop_ids[i] == t) return 1;
+    return 0;
+}
+
+int xg2_matcher_new(const xg2_compiled *c, const int32_t *stop_ids, int32_t n_stop, int tws,
+                    xg2_matcher **out) {
+    xg2__clear_error();
+    if (!c || !out || (n_stop > 0 && !stop_ids)) return xg2__fail(XG2_ERR_ARG, "NULL argument");
+    const xg2_vocab *v = c->v;
+    if (n_stop < 0) {
+        stop_ids = v->stop_ids;
+        n_stop = v->n_stop;
+    }
+    for (int32_t i = 0; i < n_stop; i++)
+        if (stop_ids[i] < 0 || stop_ids[i] >= v->vocab_size)
+            return xg2__fail(XG2_ERR_ARG, "stop token id %d is out of range [0, %d)", stop_ids[i], v->vocab_size);
+    xg2_matcher *m = xg2__calloc(1, sizeof *m);
+    if (!m) return XG2_NOMEM();
+    m->stop_ids = xg2__malloc(sizeof(int32_t) * (size_t)(n_stop ? n_stop : 1));
+    if (!m->stop_ids || vec_push(&m->steps, 0)) goto oom;
+    memcpy(m->stop_ids, stop_ids, sizeof(int32_t) * (size_t)n_stop);
+    m->n_stop = n_stop;
+    m->terminate_without_stop = tws != 0;
+    int rc = xg2__parser_init(&m->parser, c->g);
+    if (rc) {
+        vec_free(&m->steps);
+        xg2__free(m->stop_ids);
+        xg2__free(m);
+        return rc;
+    }
+    xg2__compiled_retain(c);
+    m->c = (xg2_compiled *)c;
+    m->g = c->g;
+    m->v = v;
+    *out = m;
+    return XG2_OK;
+oom:
+    vec_free(&m->steps);
+    xg2__free(m->stop_ids);
+    xg2__free(m);
+    return XG2_NOMEM();
+}
+
+void xg2_matcher_free(xg2_matcher *m) {
+    if (!m) return;
+    xg2__parser_free(&m->parser);
+    vec_free(&m->steps);
+    xg2__free(m->stop_ids);
+    xg2_compiled_free(m->c);
+    xg2__free(m);
+}
+
+int xg2_matcher_fork(const xg2_matcher *src, xg2_matcher **out) {
+    xg2_matcher *s = (xg2_matcher *)src;
+    int rc = enter(s);
+    if (rc) return rc;
+    if (!out) { leave(s); return xg2__fail(XG2_ERR_ARG, "out is NULL"); }
+    xg2_matcher *m = xg2__calloc(1, sizeof *m);
+    if (!m) { leave(s); return XG2_NOMEM(); }
+    *m = *s;
+    m->busy = 0;
+    m->steps.a = NULL;
+    m->steps.n = m->steps.cap = 0;
+    m->stop_ids = xg2__malloc(sizeof(int32_t) * (size_t)(s->n_stop ? s->n_stop : 1));
+    if (!m->stop_ids || vec_reserve(&m->steps, s->steps.n) || (rc = xg2__parser_copy(&m->parser, &s->parser))) {
+        vec_free(&m->steps);
+        xg2__free(m->stop_ids);
+        xg2__free(m);
+        leave(s);
+        return rc ? rc : XG2_NOMEM();
+    }
+    memcpy(m->stop_ids, s->stop_ids, sizeof(int32_t) * (size_t)s->n_stop);
+    memcpy(m->steps.a, s->steps.a, sizeof(uint32_t) * s->steps.n);
+    m->steps.n = s->steps.n;
+    xg2__compiled_retain(m->c);
+    leave(s);
+    *out = m;
+    return XG2_OK;
+}
+
+/* Push bytes; on rejection or error undo them.  Returns 1/0 or -status. */
+static int push_all(xg2_matcher *m, const uint8_t *b, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int r = xg2__parser_push(&m->parser, b[i]);
+        if (r <= 0) {
+            xg2__parser_pop(&m->parser, (uint32_t)i);
+            return r;
+        }
+    }
+    return 1;
+}
+
+static int record_step(xg2_matcher *m) {
+    return vec_push(&m->steps, xg2__parser_len(&m->parser)) ? XG2_NOMEM() : XG2_OK;
+}
+
+int xg2_matcher_accept_token(xg2_matcher *m, int32_t t, int *accepted) {
+    int rc = enter(m);
+    if (rc) return rc;
+    if (!accepted) { rc = xg2__fail(XG2_ERR_ARG, "accepted is NULL"); goto out; }
+    *accepted = 0;
+    const xg2_vocab *v = m->v;
+    if (t < 0 || t >= v->vocab_size) {
+        rc = xg2__fail(XG2_ERR_ARG, "token id %d is out of range [0, %d)", t, v->vocab_size);
+        goto out;
+    }
+    if (m->stop_step) goto out;
+    if (is_stop(m, t)) {
+        if (xg2__parser_can_end(&m->parser)) {
+            if ((rc = record_step(m))) goto out;
+            m->stop_step = m->steps.n - 1;
+            *accepted = 1;
+        }
+        goto out;
+    }
+    if (v->flags[t]) goto out; /* special, padding, or a stop token this matcher does not use */
+    uint32_t len = v->off[t + 1] - v->off[t];
+    int r = push_all(m, (const uint8_t *)v->bytes + v->off[t], len);
+    if (r < 0) { rc = -r; goto out; }
+    if (r) {
+        if ((rc = record_step(m))) { xg2__parser_pop(&m->parser, len); goto out; }
+        *accepted = 1;
+    }
+out:
+    leave(m);
+    return rc;
+}
+
+int xg2_matcher_accept_bytes(xg2_matcher *m, const char *data, size_t len, int *accepted) {
+    int rc = enter(m);
+    if (rc) return rc;
+    if (!accepted || (len && !data)) { rc = xg2__fail(XG2_ERR_ARG, "NULL argument"); goto out; }
+    *accepted = 0;
+    if (m->stop_step) goto out;
+    int r = push_all(m, (const uint8_t *)data, len);
+    if (r < 0) { rc = -r; goto out; }
+    if (r) {
+        if ((rc = record_step(m))) { xg2__parser_pop(&m->parser, (uint32_t)len); goto out; }
+        *accepted = 1;
+    }
+out:
+    leave(m);
+    return rc;
+}
+
+static void set_stop_bits(const xg2_matcher *m, uint32_t *row) {
+    for (int32_t i = 0; i < m->n_stop; i++) {
+        uint32_t t = (uint32_t)m->stop_ids[i];
+        row[t >> 5] |= 1u << (t & 31);
+    }
+}
+
+/* Shared by the single and the batch fill (the caller holds the matcher). */
+XG2_HIDDEN int xg2__matcher_fill(xg2_matcher *m, uint32_t *row, int *need_apply) {
+    const xg2_vocab *v = m->v;
+    size_t words = ((size_t)v->vocab_size + 31) / 32;
+    memset(row, 0, words * sizeof(uint32_t));
+    if (m->stop_step) {
+        set_stop_bits(m, row);
+    } else {
+        int rc = xg2__mask_walk(&m->parser, v, row);
+        if (rc) return rc;
+        if (xg2__parser_can_end(&m->parser)) set_stop_bits(m, row);
+    }
+    /* need_apply is 0 only if every id < vocab_size is allowed. */
+    int full = 1;
+    for (size_t w = 0; w + 1 < words && full; w++) full = row[w] == 0xFFFFFFFFu;
+    uint32_t tail = (uint32_t)v->vocab_size & 31;
+    uint32_t last_mask = tail ? (1u << tail) - 1 : 0xFFFFFFFFu;
+    if (full) full = (row[words - 1] & last_mask) == last_mask;
+    if (need_apply) *need_apply = !full;
+    return XG2_OK;
+}
+
+int xg2_matcher_fill_mask(xg2_matcher *m, int32_t *row, int64_t n_words, int *need_apply) {
+    int rc = enter(m);
+    if (rc) return rc;
+    int64_t want = ((int64_t)m->v->vocab_size + 31) / 32;
+    if (!row) rc = xg2__fail(XG2_ERR_ARG, "bitmask row is NULL");
+    else if (n_words != want)
+        rc = xg2__fail(XG2_ERR_ARG, "bitmask row has %lld int32 words; this vocabulary needs %lld",
+                       (long long)n_words, (long long)want);
+    else rc = xg2__matcher_fill(m, (uint32_t *)row, need_apply);
+    leave(m);
+    return rc;
+}
+
+int xg2_matcher_jump_forward(xg2_matcher *m, char *buf, size_t cap, size_t *len) {
+    int rc = enter(m);
+    if (rc) return rc;
+    if (!len || (cap && !buf)) { leave(m); return xg2__fail(XG2_ERR_ARG, "NULL argument"); }
+    uint8_t out[XG2_MAX_JUMP_FORWARD];
+    size_t n = 0;
+    if (!m->stop_step) {
+        while (n < sizeof out && !xg2__parser_can_end(&m->parser)) {
+            xg2_byteset next;
+            xg2__parser_next_bytes(&m->parser, &next);
+            int only = -1, count = 0;
+            for (int c = 0; c < 256 && count < 2; c++)
+                if (byteset_has(&next, (unsigned)c)) { only = c; count++; }
+            if (count != 1) break;
+            int r = xg2__parser_push(&m->parser, (uint8_t)only);
+            if (r < 0) { rc = -r; break; }
+            if (!r) break;
+            out[n++] = (uint8_t)only;
+        }
+        xg2__parser_pop(&m->parser, (uint32_t)n);
+    }
+    /* Cut a trailing partial UTF-8 character. */
+    size_t k = n;
+    while (k > 0 && (out[k - 1] & 0xC0) == 0x80) k--;
+    if (k > 0 && out[k - 1] >= 0xC0) {
+        size_t need = out[k - 1] >= 0xF0 ? 4 : out[k - 1] >= 0xE0 ? 3 : 2;
+        if (n - (k - 1) < need) n = k - 1;
+    }
+    if (!rc) {
+        *len = n;
+        if (cap) memcpy(buf, out, n < cap ? n : cap);
+    }
+    leave(m);
+    return rc;
+}
+
+int xg2_matcher_rollback(xg2_matcher *m, int32_t n) {
+    int rc = enter(m);
+    if (rc) return rc;
+    uint32_t have = m->steps.n - 1;
+    if (n < 0 || (uint32_t)n > have) {
+        rc = xg2__fail(XG2_ERR_ARG, "cannot roll back %d steps: only %u were accepted", n, have);
+    } else {
+        uint32_t keep = have - (uint32_t)n;
+        xg2__parser_pop(&m->parser, xg2__parser_len(&m->parser) - m->steps.a[keep]);
+        m->steps.n = keep + 1;
+        if (m->stop_step > keep) m->stop_step = 0;
+    }
+    leave(m);
+    return rc;
+}
+
+int xg2_matcher_reset(xg2_matcher *m) {
+    int rc = enter(m);
+    if (rc) return rc;
+    xg2__parser_reset(&m->parser);
+    m->steps.n = 1;
+    m->stop_step = 0;
+    leave(m);
+    return XG2_OK;
+}
+
+int xg2_matcher_is_terminated(const xg2_matcher *m) {
+    if (!m) return 0;
+    return m->stop_step != 0 || (m->terminate_without_stop && xg2__parser_can_end(&m->parser));
+}
+
+int xg2_matcher_is_completed(const xg2_matcher *m) { return m ? xg2__parser_can_end(&m->parser) : 0; }
+
+int32_t xg2_matcher_num_steps(const xg2_matcher *m) { return m ? (int32_t)m->steps.n - 1 : 0; }
+
+int32_t xg2_matcher_stop_ids(const xg2_matcher *m, int32_t *out, int32_t cap) {
+    if (!m) return 0;
+    for (int32_t i = 0; i < m->n_stop && i < cap && out; i++) out[i] = m->stop_ids[i];
+    return m->n_stop;
+}
+
+/* For the batch fill. */
+XG2_HIDDEN int xg2__matcher_enter(xg2_matcher *m) { return enter(m); }
+XG2_HIDDEN void xg2__matcher_leave(xg2_matcher *m) { leave(m); }
+XG2_HIDDEN int32_t xg2__matcher_vocab_size(const xg2_matcher *m) { return m->v->vocab_size; }

@@ -1,0 +1,293 @@
+/*
+ * vocab.c -- decode a tokenizer's tokens to bytes, sort them, build the trie.
+ *
+ * Three encodings:
+ *   raw            the token string is its bytes (tiktoken);
+ *   byte fallback  "<0xNN>" is byte NN, U+2581 stands for a space (SentencePiece);
+ *   byte level     each character is one byte through GPT-2's byte-to-unicode
+ *                  table; a token with a character outside that table is an added
+ *                  token, kept as its own UTF-8 text.
+ */
+#include "vocab.h"
+
+/* ---- decoding ---- */
+
+/* Decode one UTF-8 code point at s[*i]; returns -1 on malformed input. */
+static int32_t utf8_next(const uint8_t *s, size_t n, size_t *i) {
+    uint8_t c = s[*i];
+    int len;
+    int32_t cp;
+    if (c < 0x80) { *i += 1; return c; }
+    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+    else return -1;
+    if (*i + (size_t)len > n) return -1;
+    for (int k = 1; k < len; k++) {
+        uint8_t d = s[*i + (size_t)k];
+        if ((d & 0xC0) != 0x80) return -1;
+        cp = (cp << 6) | (d & 0x3F);
+    }
+    *i += (size_t)len;
+    return cp;
+}
+
+/* GPT-2 byte-to-unicode: printable bytes map to themselves, the other 68 bytes
+ * to U+0100.. in increasing byte order.  Inverse table over U+0000..U+0143. */
+static void byte_level_inverse(int16_t inv[324]) {
+    int shifted = 0;
+    for (int i = 0; i < 324; i++) inv[i] = -1;
+    for (int b = 0; b < 256; b++) {
+        int kept = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        if (kept) inv[b] = (int16_t)b;
+        else inv[256 + shifted++] = (int16_t)b;
+    }
+}
+
+static int hexval(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Decode token s[0..n) into out (capacity >= n); returns the decoded length. */
+static size_t decode_token(int type, const uint8_t *s, size_t n, uint8_t *out,
+                           const int16_t *inv) {
+    if (type == XG2_VOCAB_BYTE_FALLBACK) {
+        if (n == 6 && s[0] == '<' && s[1] == '0' && (s[2] == 'x' || s[2] == 'X') && s[5] == '>' &&
+            hexval(s[3]) >= 0 && hexval(s[4]) >= 0) {
+            out[0] = (uint8_t)(hexval(s[3]) * 16 + hexval(s[4]));
+            return 1;
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < n;) {
+            if (i + 3 <= n && s[i] == 0xE2 && s[i + 1] == 0x96 && s[i + 2] == 0x81) {
+                out[k++] = ' ';
+                i += 3;
+            } else {
+                out[k++] = s[i++];
+            }
+        }
+        return k;
+    }
+    if (type == XG2_VOCAB_BYTE_LEVEL) {
+        size_t k = 0, i = 0;
+        while (i < n) {
+            int32_t cp = utf8_next(s, n, &i);
+            if (cp < 0 || cp >= 324 || inv[cp] < 0) goto raw; /* an added token */
+            out[k++] = (uint8_t)inv[cp];
+        }
+        return k;
+    }
+raw:
+    memcpy(out, s, n);
+    return n;
+}
+
+/* ---- sorting and the trie ---- */
+
+typedef struct {
+    const uint8_t *p;
+    uint32_t len;
+    int32_t id;
+} tok_ref;
+
+static int tok_ref_cmp(const void *a, const void *b) {
+    const tok_ref *x = a, *y = b;
+    uint32_t m = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->p, y->p, m);
+    if (c) return c;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Build nodes[] from tokens sorted by bytes.  Appending nodes while walking the
+ * sorted list yields DFS order; a node's subtree closes when a later token no
+ * longer shares its prefix. */
+static int build_trie(xg2_vocab *v, const tok_ref *toks, uint32_t n) {
+    uint64_t total = 1;
+    for (uint32_t i = 0; i < n; i++) total += toks[i].len;
+    if (total > UINT32_MAX / 2) return xg2__fail(XG2_ERR_LIMIT, "vocabulary too large for the trie");
+    v->nodes = xg2__calloc(total, sizeof(xg2_trie_node));
+    uint32_t *path = xg2__malloc(sizeof(uint32_t) * ((size_t)v->max_token_len + 1));
+    if (!v->nodes || !path) { xg2__free(path); return XG2_NOMEM(); }
+    uint32_t nn = 1, depth = 0;
+    path[0] = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        const tok_ref *t = &toks[k];
+        uint32_t lcp = 0;
+        if (k > 0) {
+            const tok_ref *p = &toks[k - 1];
+            uint32_t m = p->len < t->len ? p->len : t->len;
+            while (lcp < m && p->p[lcp] == t->p[lcp]) lcp++;
+        }
+        if (lcp > depth) lcp = depth;
+        for (; depth > lcp; depth--) v->nodes[path[depth]].subtree = nn - path[depth];
+        for (; depth < t->len; depth++) {
+            xg2_trie_node *nd = &v->nodes[nn];
+            nd->byte = t->p[depth];
+            nd->depth = (uint16_t)(depth + 1);
+            path[depth + 1] = nn++;
+        }
+        xg2_trie_node *end = &v->nodes[path[depth]];
+        if (end->tok_count == 0) end->tok_begin = k;
+        if (end->tok_count == UINT16_MAX) {
+            xg2__free(path);
+            return xg2__fail(XG2_ERR_LIMIT, "more than 65535 tokens decode to the same bytes");
+        }
+        end->tok_count++;
+    }
+    for (; depth > 0; depth--) v->nodes[path[depth]].subtree = nn - path[depth];
+    v->nodes[0].subtree = nn;
+    v->n_nodes = nn;
+    xg2__free(path);
+    return XG2_OK;
+}
+
+/* ---- public API ---- */
+
+static void vocab_destroy(xg2_vocab *v) {
+    xg2__free(v->bytes);
+    xg2__free(v->off);
+    xg2__free(v->flags);
+    xg2__free(v->stop_ids);
+    xg2__free(v->special_ids);
+    xg2__free(v->sorted_ids);
+    xg2__free(v->nodes);
+    xg2__free(v);
+}
+
+void xg2__vocab_retain(const xg2_vocab *v) { XG2_REF_INC((xg2_vocab *)v); }
+
+void xg2_vocab_free(xg2_vocab *v) {
+    if (v && XG2_REF_DEC(v) == 0) vocab_destroy(v);
+}
+
+static int copy_ids(const int32_t *src, int32_t n, int32_t vocab_size, const char *what,
+                    int32_t **dst) {
+    *dst = xg2__malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    if (!*dst) return XG2_NOMEM();
+    for (int32_t i = 0; i < n; i++) {
+        if (src[i] < 0 || src[i] >= vocab_size)
+            return xg2__fail(XG2_ERR_ARG, "%s token id %d is out of range [0, %d)", what, src[i],
+                             vocab_size);
+        (*dst)[i] = src[i];
+    }
+    return XG2_OK;
+}
+
+int xg2_vocab_new(int type, const char *data, const uint32_t *offsets, int32_t n_tokens,
+                  int32_t vocab_size, const int32_t *special_ids, int32_t n_special,
+                  const int32_t *stop_ids, int32_t n_stop, xg2_vocab **out) {
+    xg2__clear_error();
+    if (!out) return xg2__fail(XG2_ERR_ARG, "out is NULL");
+    if (type < XG2_VOCAB_RAW || type > XG2_VOCAB_BYTE_LEVEL)
+        return xg2__fail(XG2_ERR_ARG, "unknown vocab type %d", type);
+    if (n_tokens < 0 || vocab_size < 1 || vocab_size < n_tokens)
+        return xg2__fail(XG2_ERR_ARG, "vocab_size %d must be >= 1 and >= the %d tokens", vocab_size,
+                         n_tokens);
+    if (n_tokens > 0 && (!data || !offsets)) return xg2__fail(XG2_ERR_ARG, "token data is NULL");
+    if (n_special < 0 || n_stop < 0 || (n_special && !special_ids) || (n_stop && !stop_ids))
+        return xg2__fail(XG2_ERR_ARG, "bad special/stop id list");
+    for (int32_t i = 0; i < n_tokens; i++)
+        if (offsets[i + 1] < offsets[i])
+            return xg2__fail(XG2_ERR_ARG, "token offsets decrease at token %d", i);
+
+    int rc = XG2_OK;
+    tok_ref *refs = NULL;
+    xg2_vocab *v = xg2__calloc(1, sizeof *v);
+    if (!v) return XG2_NOMEM();
+    v->refs = 1;
+    v->type = type;
+    v->vocab_size = vocab_size;
+    v->n_tokens = n_tokens;
+    size_t total = n_tokens ? offsets[n_tokens] - offsets[0] : 0;
+    v->bytes = xg2__malloc(total ? total : 1);
+    v->off = xg2__malloc(sizeof(uint32_t) * ((size_t)n_tokens + 1));
+    v->flags = xg2__calloc((size_t)vocab_size, 1);
+    if (!v->bytes || !v->off || !v->flags) { rc = XG2_NOMEM(); goto fail; }
+
+    int16_t inv[324];
+    byte_level_inverse(inv);
+    uint32_t pos = 0;
+    for (int32_t i = 0; i < n_tokens; i++) {
+        const uint8_t *s = (const uint8_t *)data + offsets[i];
+        size_t n = offsets[i + 1] - offsets[i];
+        v->off[i] = pos;
+        size_t k = decode_token(type, s, n, (uint8_t *)v->bytes + pos, inv);
+        if (k > XG2_MAX_TOKEN_LEN) {
+            rc = xg2__fail(XG2_ERR_LIMIT, "token %d decodes to %zu bytes (limit %d)", i, k,
+                           XG2_MAX_TOKEN_LEN);
+            goto fail;
+        }
+        if (k == 0) v->flags[i] |= XG2_TOKEN_SPECIAL;
+        if (k > v->max_token_len) v->max_token_len = (uint32_t)k;
+        pos += (uint32_t)k;
+    }
+    v->off[n_tokens] = pos;
+    for (int32_t i = n_tokens; i < vocab_size; i++) v->flags[i] |= XG2_TOKEN_PADDING;
+
+    if ((rc = copy_ids(special_ids, n_special, vocab_size, "special", &v->special_ids))) goto fail;
+    v->n_special = n_special;
+    for (int32_t i = 0; i < n_special; i++) v->flags[special_ids[i]] |= XG2_TOKEN_SPECIAL;
+    if ((rc = copy_ids(stop_ids, n_stop, vocab_size, "stop", &v->stop_ids))) goto fail;
+    v->n_stop = n_stop;
+    for (int32_t i = 0; i < n_stop; i++) v->flags[stop_ids[i]] |= XG2_TOKEN_STOP;
+
+    /* Matchable tokens: not special, not stop, not padding, non-empty. */
+    refs = xg2__malloc(sizeof(tok_ref) * (size_t)(n_tokens ? n_tokens : 1));
+    if (!refs) { rc = XG2_NOMEM(); goto fail; }
+    uint32_t n = 0;
+    for (int32_t i = 0; i < n_tokens; i++) {
+        if (v->flags[i]) continue;
+        refs[n].p = (const uint8_t *)v->bytes + v->off[i];
+        refs[n].len = v->off[i + 1] - v->off[i];
+        refs[n].id = i;
+        n++;
+    }
+    qsort(refs, n, sizeof(tok_ref), tok_ref_cmp);
+    v->sorted_ids = xg2__malloc(sizeof(int32_t) * (n ? n : 1));
+    if (!v->sorted_ids) { rc = XG2_NOMEM(); goto fail; }
+    for (uint32_t i = 0; i < n; i++) v->sorted_ids[i] = refs[i].id;
+    v->n_sorted = n;
+    if ((rc = build_trie(v, refs, n))) goto fail;
+    xg2__free(refs);
+    *out = v;
+    return XG2_OK;
+fail:
+    xg2__free(refs);
+    vocab_destroy(v);
+    return rc;
+}
+
+int32_t xg2_vocab_size(const xg2_vocab *v) { return v ? v->vocab_size : 0; }
+int32_t xg2_vocab_num_tokens(const xg2_vocab *v) { return v ? v->n_tokens : 0; }
+
+int xg2_vocab_token(const xg2_vocab *v, int32_t id, const char **data, size_t *len, int *flags) {
+    if (!v || !data || !len || !flags) return xg2__fail(XG2_ERR_ARG, "NULL argument");
+    if (id < 0 || id >= v->vocab_size)
+        return xg2__fail(XG2_ERR_ARG, "token id %d is out of range [0, %d)", id, v->vocab_size);
+    *flags = v->flags[id];
+    if (id < v->n_tokens) {
+        *data = v->bytes + v->off[id];
+        *len = v->off[id + 1] - v->off[id];
+    } else {
+        *data = v->bytes;
+        *len = 0;
+    }
+    return XG2_OK;
+}
+
+static int32_t copy_out(const int32_t *src, int32_t n, int32_t *out, int32_t cap) {
+    for (int32_t i = 0; i < n && i < cap && out; i++) out[i] = src[i];
+    return n;
+}
+
+int32_t xg2_vocab_stop_ids(const xg2_vocab *v, int32_t *out, int32_t cap) {
+    return v ? copy_out(v->stop_ids, v->n_stop, out, cap) : 0;
+}
+
+int32_t xg2_vocab_special_ids(const xg2_vocab *v, int32_t *out, int32_t cap) {
+    return v ? copy_out(v->special_ids, v->n_special, out, cap) : 0;
+}

@@ -1,0 +1,74 @@
+"""xg2_plugin: structured generation for LLM serving, with XGrammar's Python API.
+
+    import xg2_plugin as xgr
+    info = xgr.TokenizerInfo.from_huggingface(tokenizer)
+    compiled = xgr.GrammarCompiler(info).compile_grammar(ebnf_text)
+    matcher = xgr.GrammarMatcher(compiled)
+    bitmask = xgr.allocate_token_bitmask(1, info.vocab_size)
+    matcher.fill_next_token_bitmask(bitmask)     # per step, then apply and sample
+    matcher.accept_token(token_id)
+
+The bitmask helpers need torch and are imported on first use.
+"""
+
+from ._errors import (
+    GrammarError,
+    InternalError,
+    InvalidArgumentError,
+    LimitExceededError,
+    MatcherStateError,
+    OutOfMemoryError,
+    XG2Error,
+)
+from ._native import lib as _lib
+from .compiler import CompiledGrammar, GrammarCompiler
+from .grammar import Grammar
+from .matcher import BatchGrammarMatcher, GrammarMatcher
+from .tokenizer import TokenizerInfo, VocabType
+
+__version__ = "0.1.0"
+
+if _lib.xg2_abi_version() != _lib.XG2_ABI_VERSION:  # a stale build next to new sources
+    raise ImportError(
+        f"xg2_plugin native core ABI {_lib.xg2_abi_version()} does not match the header "
+        f"({_lib.XG2_ABI_VERSION}); rebuild with pip install -e ."
+    )
+
+_BITMASK_NAMES = (
+    "bitmask_dtype",
+    "get_bitmask_shape",
+    "allocate_token_bitmask",
+    "reset_token_bitmask",
+    "apply_token_bitmask_inplace",
+)
+
+
+def __getattr__(name):
+    if name in _BITMASK_NAMES:
+        from . import bitmask
+
+        return getattr(bitmask, name)
+    if name in ("testing", "contrib"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'xg2_plugin' has no attribute {name!r}")
+
+
+__all__ = [
+    "TokenizerInfo",
+    "VocabType",
+    "Grammar",
+    "GrammarCompiler",
+    "CompiledGrammar",
+    "GrammarMatcher",
+    "BatchGrammarMatcher",
+    "XG2Error",
+    "GrammarError",
+    "InvalidArgumentError",
+    "LimitExceededError",
+    "MatcherStateError",
+    "OutOfMemoryError",
+    "InternalError",
+    *_BITMASK_NAMES,
+]

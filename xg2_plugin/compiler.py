@@ -1,0 +1,146 @@
+"""GrammarCompiler and CompiledGrammar: grammars bound to a tokenizer, with a cache.
+
+Compilation does no vocabulary work up front: token masks are computed when a
+matcher first needs them, so compiling costs about as much as parsing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Hashable, Union
+
+from ._errors import InvalidArgumentError, check
+from ._native import ffi, lib
+from .grammar import Grammar
+from .tokenizer import TokenizerInfo
+
+__all__ = ["CompiledGrammar", "GrammarCompiler"]
+
+DEFAULT_CACHE_LIMIT_BYTES = 512 * 1024 * 1024
+
+
+class CompiledGrammar:
+    """A grammar bound to a tokenizer; what every :class:`GrammarMatcher` of it shares."""
+
+    def __init__(self, grammar: Grammar, tokenizer_info: TokenizerInfo) -> None:
+        out = ffi.new("xg2_compiled **")
+        check(lib.xg2_compiled_new(grammar._handle, tokenizer_info._handle, out))
+        self._handle = ffi.gc(out[0], lib.xg2_compiled_free)
+        self._grammar = grammar
+        self._tokenizer_info = tokenizer_info
+
+    @property
+    def grammar(self) -> Grammar:
+        return self._grammar
+
+    @property
+    def tokenizer_info(self) -> TokenizerInfo:
+        return self._tokenizer_info
+
+    @property
+    def memory_size_bytes(self) -> int:
+        return int(lib.xg2_compiled_memory_bytes(self._handle))
+
+
+class GrammarCompiler:
+    """Compiles grammars for one tokenizer and caches the results.
+
+    Parameters
+    ----------
+    tokenizer_info
+        The tokenizer the grammars are compiled for.
+    max_threads
+        Threads for batch work (kept for XGrammar compatibility).
+    cache_enabled
+        Whether compiled grammars are cached (keyed by their source and options).
+    cache_limit_bytes
+        Upper bound of the cache in bytes; least recently used entries are evicted.
+        ``-1`` selects the default bound (512 MiB): the cache is never unbounded.
+    """
+
+    def __init__(
+        self,
+        tokenizer_info: TokenizerInfo,
+        *,
+        max_threads: int = 8,
+        cache_enabled: bool = True,
+        cache_limit_bytes: int = -1,
+    ) -> None:
+        if not isinstance(tokenizer_info, TokenizerInfo):
+            raise InvalidArgumentError("tokenizer_info must be a TokenizerInfo")
+        if int(max_threads) < 1:
+            raise InvalidArgumentError(f"max_threads must be >= 1, got {max_threads}")
+        if cache_limit_bytes != -1 and cache_limit_bytes < 0:
+            raise InvalidArgumentError("cache_limit_bytes must be -1 (default bound) or >= 0")
+        self._tokenizer_info = tokenizer_info
+        self._max_threads = int(max_threads)
+        self._cache_enabled = bool(cache_enabled)
+        self._limit = DEFAULT_CACHE_LIMIT_BYTES if cache_limit_bytes == -1 else int(cache_limit_bytes)
+        self._cache: "OrderedDict[Hashable, CompiledGrammar]" = OrderedDict()
+        self._cache_bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def tokenizer_info(self) -> TokenizerInfo:
+        return self._tokenizer_info
+
+    @property
+    def max_threads(self) -> int:
+        return self._max_threads
+
+    # ---- compilation ----
+
+    def compile_grammar(
+        self, grammar: Union[Grammar, str], *, root_rule_name: str = "root"
+    ) -> CompiledGrammar:
+        """Compile an EBNF grammar (a :class:`Grammar` or EBNF text)."""
+        if isinstance(grammar, Grammar):
+            key = ("ebnf", grammar._source, grammar._root)
+            return self._cached(key, lambda: grammar)
+        if isinstance(grammar, str):
+            key = ("ebnf", grammar, root_rule_name)
+            return self._cached(key, lambda: Grammar.from_ebnf(grammar, root_rule_name=root_rule_name))
+        raise InvalidArgumentError(f"grammar must be a Grammar or EBNF text, got {type(grammar).__name__}")
+
+    def compile_builtin_json_grammar(self) -> CompiledGrammar:
+        """Any JSON object or array."""
+        return self._cached(("builtin_json",), Grammar.builtin_json_grammar)
+
+    def _cached(self, key: Hashable, make_grammar) -> CompiledGrammar:
+        if self._cache_enabled:
+            with self._lock:
+                hit = self._cache.get(key)
+                if hit is not None:
+                    self._cache.move_to_end(key)
+                    return hit
+        compiled = CompiledGrammar(make_grammar(), self._tokenizer_info)
+        if self._cache_enabled:
+            size = compiled.memory_size_bytes
+            with self._lock:
+                if key not in self._cache and size <= self._limit:
+                    self._cache[key] = compiled
+                    self._cache_bytes += size
+                    while self._cache_bytes > self._limit and self._cache:
+                        _, old = self._cache.popitem(last=False)
+                        self._cache_bytes -= old.memory_size_bytes
+        return compiled
+
+    # ---- cache ----
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+            self._cache_bytes = 0
+
+    def get_cache_size_bytes(self) -> int:
+        with self._lock:
+            return self._cache_bytes
+
+    @property
+    def cache_limit_bytes(self) -> int:
+        return self._limit
+
+    def _cache_entries(self) -> int:
+        with self._lock:
+            return len(self._cache)

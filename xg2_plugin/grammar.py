@@ -1,0 +1,78 @@
+"""Grammar: an EBNF grammar parsed and normalised by the native core.
+
+The dialect is XGrammar's (GBNF compatible); see the README for a summary.
+"""
+
+from __future__ import annotations
+
+from ._errors import InvalidArgumentError, check
+from ._native import ffi, lib
+
+__all__ = ["Grammar"]
+
+# Any JSON object or array at the top level (as XGrammar's builtin grammar), with
+# free whitespace between tokens.
+_BUILTIN_JSON_EBNF = r"""
+root ::= object | array
+value ::= object | array | string | number | "true" | "false" | "null"
+object ::= "{" ws ( member ( ws "," ws member )* ws )? "}"
+member ::= string ws ":" ws value
+array ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
+string ::= "\"" ( [^"\\\x00-\x1f] | "\\" escape )* "\""
+escape ::= ["\\/bfnrt] | "u" [0-9a-fA-F]{4}
+number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [+-]? [0-9]+ )?
+ws ::= [ \t\n\r]*
+"""
+
+
+class Grammar:
+    """A parsed, normalised grammar.  Build one with :meth:`from_ebnf`."""
+
+    def __init__(self, handle, source: str, root_rule_name: str) -> None:
+        # Internal: use the from_* constructors.
+        self._handle = handle
+        self._source = source
+        self._root = root_rule_name
+
+    @staticmethod
+    def from_ebnf(ebnf_string: str, *, root_rule_name: str = "root") -> "Grammar":
+        """Parse an EBNF grammar.
+
+        Raises ``GrammarError`` (a ``ValueError``) naming line and column for syntax
+        errors, undefined rules, and grammars that match nothing; ``LimitExceededError``
+        when a size limit (repetition bounds, automaton size, nesting) is exceeded.
+        """
+        if not isinstance(ebnf_string, str):
+            raise InvalidArgumentError(f"ebnf_string must be a str, got {type(ebnf_string).__name__}")
+        if not isinstance(root_rule_name, str) or not root_rule_name:
+            raise InvalidArgumentError("root_rule_name must be a non-empty str")
+        text = ebnf_string.encode("utf-8")
+        out = ffi.new("xg2_grammar **")
+        check(lib.xg2_grammar_from_ebnf(text, len(text), root_rule_name.encode("utf-8"), out))
+        handle = ffi.gc(out[0], lib.xg2_grammar_free, size=64 * len(text) + 1024)
+        return Grammar(handle, ebnf_string, root_rule_name)
+
+    @staticmethod
+    def builtin_json_grammar() -> "Grammar":
+        """Any JSON object or array (the grammar of OpenAI's ``json_object`` mode)."""
+        return Grammar.from_ebnf(_BUILTIN_JSON_EBNF)
+
+    @property
+    def num_rules(self) -> int:
+        return int(lib.xg2_grammar_num_rules(self._handle))
+
+    @property
+    def num_states(self) -> int:
+        """Automaton states of all rules, after inlining and minimisation."""
+        return int(lib.xg2_grammar_num_states(self._handle))
+
+    def __str__(self) -> str:
+        """The normalised grammar as EBNF text (it parses back to the same grammar)."""
+        length = ffi.new("size_t *")
+        check(lib.xg2_grammar_print(self._handle, ffi.NULL, 0, length))
+        buf = ffi.new("char[]", max(length[0], 1))
+        check(lib.xg2_grammar_print(self._handle, buf, length[0], length))
+        return ffi.unpack(buf, length[0]).decode("utf-8")
+
+    def __repr__(self) -> str:
+        return f"Grammar(rules={self.num_rules}, states={self.num_states})"

@@ -1,0 +1,253 @@
+"""GrammarMatcher: one generation's parser state; fills token masks, accepts tokens.
+
+Every call goes into the native core with the GIL released.  A matcher must not be
+used by two threads at once (the core refuses); different matchers may be used from
+different threads concurrently.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ._errors import InvalidArgumentError, check
+from ._native import ffi, lib
+from .compiler import CompiledGrammar
+
+__all__ = ["GrammarMatcher", "BatchGrammarMatcher"]
+
+
+def _row_pointer(bitmask: Any, index: int, words: int) -> Tuple[Any, Any]:
+    """(int32_t* to row `index`, keepalive) after checking dtype, device and shape."""
+    try:
+        import torch
+    except ImportError:  # numpy-only environments
+        torch = None
+    if torch is not None and isinstance(bitmask, torch.Tensor):
+        if bitmask.device.type != "cpu":
+            raise InvalidArgumentError(f"the bitmask must be on the CPU, got {bitmask.device}")
+        if bitmask.dtype != torch.int32:
+            raise InvalidArgumentError(f"the bitmask must be int32, got {bitmask.dtype}")
+        if bitmask.dim() not in (1, 2):
+            raise InvalidArgumentError(f"the bitmask must be 1-D or 2-D, got {bitmask.dim()}-D")
+        shape, strides = tuple(bitmask.shape), tuple(bitmask.stride())
+        ptr, itemsize = bitmask.data_ptr(), 4
+    elif isinstance(bitmask, np.ndarray):
+        if bitmask.dtype != np.int32:
+            raise InvalidArgumentError(f"the bitmask must be int32, got {bitmask.dtype}")
+        if bitmask.ndim not in (1, 2):
+            raise InvalidArgumentError(f"the bitmask must be 1-D or 2-D, got {bitmask.ndim}-D")
+        if not bitmask.flags.writeable:
+            raise InvalidArgumentError("the bitmask array is read-only")
+        shape, strides = bitmask.shape, tuple(s // 4 for s in bitmask.strides)
+        ptr, itemsize = bitmask.ctypes.data, 4
+    else:
+        raise InvalidArgumentError(
+            f"the bitmask must be a torch.Tensor or numpy.ndarray, got {type(bitmask).__name__}"
+        )
+    if len(shape) == 1:
+        shape, strides = (1,) + tuple(shape), (0,) + tuple(strides)
+    rows, width = shape
+    if width != words:
+        raise InvalidArgumentError(
+            f"the bitmask has {width} int32 words per row; this vocabulary needs {words} "
+            f"(use allocate_token_bitmask(batch, tokenizer_info.vocab_size))"
+        )
+    if strides[1] != 1:
+        raise InvalidArgumentError("the bitmask rows must be contiguous")
+    index = int(index)
+    if not 0 <= index < rows:
+        raise InvalidArgumentError(f"index {index} is out of range for a bitmask of {rows} rows")
+    return ffi.cast("int32_t *", ptr + index * strides[0] * itemsize), bitmask
+
+
+class GrammarMatcher:
+    """Matches a generation against a compiled grammar and computes next-token masks.
+
+    Parameters
+    ----------
+    compiled_grammar
+        From :class:`GrammarCompiler`.
+    override_stop_tokens
+        Stop tokens to use instead of the tokenizer's.
+    terminate_without_stop_token
+        Count as terminated as soon as the grammar is complete, without a stop token.
+    max_rollback_tokens
+        Deprecated and ignored, as in XGrammar: rollback is always unlimited.
+    """
+
+    def __init__(
+        self,
+        compiled_grammar: CompiledGrammar,
+        *,
+        override_stop_tokens: Optional[Union[int, Sequence[int]]] = None,
+        terminate_without_stop_token: bool = False,
+        max_rollback_tokens: int = -1,
+    ) -> None:
+        if not isinstance(compiled_grammar, CompiledGrammar):
+            raise InvalidArgumentError("GrammarMatcher needs a CompiledGrammar (use GrammarCompiler)")
+        if override_stop_tokens is None:
+            stops, n_stop = ffi.NULL, -1
+        else:
+            ids = [int(override_stop_tokens)] if isinstance(override_stop_tokens, (int, np.integer)) else [
+                int(t) for t in override_stop_tokens
+            ]
+            stops, n_stop = ids, len(ids)
+        out = ffi.new("xg2_matcher **")
+        check(lib.xg2_matcher_new(compiled_grammar._handle, stops, n_stop, bool(terminate_without_stop_token), out))
+        self._init(ffi.gc(out[0], lib.xg2_matcher_free), compiled_grammar)
+
+    def _init(self, handle, compiled_grammar: CompiledGrammar) -> None:
+        self._handle = handle
+        self._compiled = compiled_grammar
+        self._words = (compiled_grammar.tokenizer_info.vocab_size + 31) // 32
+        self._accepted = ffi.new("int *")
+
+    @property
+    def compiled_grammar(self) -> CompiledGrammar:
+        return self._compiled
+
+    def accept_token(self, token_id: int, *, debug_print: bool = False) -> bool:
+        """Advance by one token.  Returns False (state unchanged) if the grammar rejects
+        it, if it is a special or padding token, or after termination.  A token id
+        outside ``[0, vocab_size)`` raises ``InvalidArgumentError`` (a ``ValueError``)."""
+        try:
+            token = int(token_id)
+        except (TypeError, ValueError) as e:
+            raise InvalidArgumentError(f"token_id must be an integer, got {token_id!r}") from e
+        if not -(2**31) <= token < 2**31:
+            raise InvalidArgumentError(f"token id {token} is out of range")
+        check(lib.xg2_matcher_accept_token(self._handle, token, self._accepted))
+        return bool(self._accepted[0])
+
+    def accept_string(self, input_str: Union[str, bytes], *, debug_print: bool = False) -> bool:
+        """Advance by a string (all or nothing), as one rollback step."""
+        data = input_str.encode("utf-8") if isinstance(input_str, str) else bytes(input_str)
+        check(lib.xg2_matcher_accept_bytes(self._handle, data, len(data), self._accepted))
+        return bool(self._accepted[0])
+
+    def fill_next_token_bitmask(self, bitmask: Any, index: int = 0, *, debug_print: bool = False) -> bool:
+        """Write the mask of allowed next tokens into row ``index`` of ``bitmask``.
+
+        ``bitmask`` is a CPU int32 torch tensor or numpy array of shape
+        ``(batch, ceil(vocab_size/32))`` (see :func:`allocate_token_bitmask`).  Returns
+        whether the mask needs applying (False only if every token is allowed).  The
+        matcher state is unchanged."""
+        ptr, keep = _row_pointer(bitmask, index, self._words)
+        need = ffi.new("int *")
+        check(lib.xg2_matcher_fill_mask(self._handle, ptr, self._words, need))
+        del keep
+        return bool(need[0])
+
+    def find_jump_forward_string(self) -> str:
+        """The longest string every valid continuation starts with (whole characters)."""
+        cap = 4096
+        buf = ffi.new("char[]", cap)
+        length = ffi.new("size_t *")
+        check(lib.xg2_matcher_jump_forward(self._handle, buf, cap, length))
+        return ffi.unpack(buf, min(length[0], cap)).decode("utf-8", "replace")
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        """Undo the last ``num_tokens`` accepted steps (tokens, strings or the stop token)."""
+        check(lib.xg2_matcher_rollback(self._handle, int(num_tokens)))
+
+    def is_terminated(self) -> bool:
+        return bool(lib.xg2_matcher_is_terminated(self._handle))
+
+    def is_completed(self) -> bool:
+        """Whether the input so far is a complete string of the grammar."""
+        return bool(lib.xg2_matcher_is_completed(self._handle))
+
+    def reset(self) -> None:
+        check(lib.xg2_matcher_reset(self._handle))
+
+    def fork(self) -> "GrammarMatcher":
+        """An independent matcher with a copy of this one's whole state."""
+        out = ffi.new("xg2_matcher **")
+        check(lib.xg2_matcher_fork(self._handle, out))
+        forked = GrammarMatcher.__new__(GrammarMatcher)
+        forked._init(ffi.gc(out[0], lib.xg2_matcher_free), self._compiled)
+        return forked
+
+    @property
+    def num_accepted_steps(self) -> int:
+        return int(lib.xg2_matcher_num_steps(self._handle))
+
+    @property
+    def max_rollback_tokens(self) -> int:
+        """Always -1: rollback is unlimited."""
+        return -1
+
+    @property
+    def stop_token_ids(self) -> List[int]:
+        n = lib.xg2_matcher_stop_ids(self._handle, ffi.NULL, 0)
+        buf = ffi.new("int32_t[]", max(n, 1))
+        lib.xg2_matcher_stop_ids(self._handle, buf, n)
+        return list(buf[0:n])
+
+
+class BatchGrammarMatcher:
+    """Fills the masks of many matchers at once on a pool of native threads.
+
+    Parameters
+    ----------
+    max_threads
+        Threads to use, or ``"auto"`` for the number of CPUs (at most 16).
+    """
+
+    def __init__(self, max_threads: Union[int, str] = "auto") -> None:
+        if max_threads == "auto":
+            max_threads = min(os.cpu_count() or 1, 16)
+        if not isinstance(max_threads, int) or max_threads < 1:
+            raise InvalidArgumentError(f"max_threads must be a positive int or 'auto', got {max_threads!r}")
+        self._threads = max_threads
+
+    def batch_fill_next_token_bitmask(
+        self,
+        matchers: Sequence[GrammarMatcher],
+        bitmask: Any,
+        indices: Optional[Sequence[int]] = None,
+        debug_print: bool = False,
+    ) -> None:
+        """Fill row ``indices[i]`` (default ``i``) of ``bitmask`` for ``matchers[i]``."""
+        matchers = list(matchers)
+        if not matchers:
+            return
+        if len({id(m) for m in matchers}) != len(matchers):
+            raise InvalidArgumentError("the same matcher appears twice in the batch")
+        if indices is not None and len(indices) != len(matchers):
+            raise InvalidArgumentError(f"{len(indices)} indices for {len(matchers)} matchers")
+        words = matchers[0]._words
+        first, keep = _row_pointer(bitmask, 0, words)
+        shape = tuple(bitmask.shape)
+        rows = 1 if len(shape) == 1 else shape[0]
+        contiguous = bitmask.is_contiguous() if hasattr(bitmask, "is_contiguous") else bitmask.flags.c_contiguous
+        if not contiguous:
+            raise InvalidArgumentError("a batch fill needs a contiguous bitmask")
+        handles = ffi.new("xg2_matcher *[]", [m._handle for m in matchers])
+        idx = ffi.NULL if indices is None else ffi.new("int32_t[]", [int(i) for i in indices])
+        check(lib.xg2_batch_fill_masks(handles, len(matchers), first, rows, words, idx, self._threads))
+        del keep
+
+    @staticmethod
+    def batch_accept_token(matchers: Sequence[GrammarMatcher], tokens: Sequence[int]) -> List[bool]:
+        if len(matchers) != len(tokens):
+            raise InvalidArgumentError(f"{len(tokens)} tokens for {len(matchers)} matchers")
+        return [m.accept_token(t) for m, t in zip(matchers, tokens)]
+
+    @staticmethod
+    def batch_accept_string(
+        matchers: Sequence[GrammarMatcher], strings: Sequence[Union[str, bytes]]
+    ) -> List[bool]:
+        if len(matchers) != len(strings):
+            raise InvalidArgumentError(f"{len(strings)} strings for {len(matchers)} matchers")
+        return [m.accept_string(s) for m, s in zip(matchers, strings)]
+
+    @staticmethod
+    def batch_rollback(matchers: Sequence[GrammarMatcher], num_tokens: Sequence[int]) -> None:
+        if len(matchers) != len(num_tokens):
+            raise InvalidArgumentError(f"{len(num_tokens)} counts for {len(matchers)} matchers")
+        for m, n in zip(matchers, num_tokens):
+            m.rollback(n)
