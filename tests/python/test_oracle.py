@@ -1,0 +1,195 @@
+"""Acceptance criterion 1: the token mask agrees with the matcher, token by token.
+
+At every step of valid strings tokenized by the real tokenizers (DeepSeek byte-level,
+Mistral SentencePiece byte-fallback) the mask bit of a token must equal whether the
+matcher accepts it:
+
+* every allowed token is accepted (one fork, accept + rollback per token), and a random
+  sample of 200 allowed tokens is accepted by a literally fresh ``m.fork()``;
+* a random sample of at least 2,000 disallowed tokens is rejected by a fresh fork;
+* independently of the engine, a sample of allowed and disallowed tokens is checked
+  against the grammar's own checker: the text so far plus the token is a viable prefix
+  exactly when the token is allowed (where the text is whole UTF-8);
+* the next token of the string is allowed; stop tokens are allowed exactly when the
+  matcher is completed, and completion agrees with the independent full-string check;
+* special tokens and padding ids are never allowed.
+"""
+
+import codecs
+
+import numpy as np
+import pytest
+
+import xg2_plugin as xgr
+from vocabs import CASES, GRAMMAR_NAMES, bits_of_row, fill
+
+N_DISALLOWED = 2000
+N_ALLOWED_FRESH = 200
+N_INDEPENDENT = 400  # tokens per step checked against the Python checkers
+
+
+def _decode_viable(case, data: bytes):
+    """True / False if the independent checker decides whether ``data`` is a viable
+    prefix; None when it cannot tell (the text ends inside a UTF-8 character whose
+    start is a viable prefix)."""
+    dec = codecs.getincrementaldecoder("utf-8")()
+    try:
+        text = dec.decode(data, final=False)
+    except UnicodeDecodeError:
+        return False  # not UTF-8: no string of any grammar starts like this
+    pending = dec.getstate()[0]
+    if not case.prefix(text):
+        return False
+    return None if pending else True
+
+
+def check_step(m, vocab, case, rng, text: bytes, next_token: int, where: str):
+    """All per-step checks; returns the mask bits."""
+    V = vocab.vocab_size
+    steps_before = m.num_accepted_steps
+    row = fill(m, V)
+    bits = bits_of_row(row, V)
+    allowed = np.flatnonzero(bits)
+    disallowed = np.flatnonzero(bits == 0)
+
+    # Special tokens and padding ids are never allowed.
+    specials = [t for t in vocab.special_ids if t != vocab.stop_id]
+    assert not bits[specials].any(), f"{where}: a special token is allowed"
+    assert not bits[vocab.n_real:].any(), f"{where}: a padding id is allowed"
+    # Stop tokens exactly when completed; completion agrees with the checker.
+    completed = m.is_completed()
+    assert bool(bits[vocab.stop_id]) == completed, f"{where}: stop bit {bits[vocab.stop_id]} vs is_completed {completed}"
+    try:
+        full = case.full(text.decode("utf-8"))
+    except UnicodeDecodeError:
+        full = False
+    assert completed == full, f"{where}: is_completed {completed}, checker says {full} for {text!r}"
+    # The string's own next token is allowed.
+    assert bits[next_token], f"{where}: the next token {next_token} {vocab.token_bytes[next_token]!r} is not allowed"
+
+    # Every allowed token is accepted (one fork: accept, then roll back).
+    f = m.fork()
+    rejected = []
+    for t in allowed.tolist():
+        if f.accept_token(t):
+            f.rollback(1)
+        else:
+            rejected.append(t)
+    assert not rejected, (
+        f"{where}: {len(rejected)} allowed tokens rejected by accept_token, e.g. "
+        f"{[(t, vocab.token_bytes[t]) for t in rejected[:5]]}"
+    )
+    assert f.num_accepted_steps == steps_before and not f.is_terminated()
+
+    # Fresh forks: a sample of allowed tokens, and >= 2000 disallowed ones.
+    fresh_allowed = rng.choice(allowed, size=min(N_ALLOWED_FRESH, len(allowed)), replace=False)
+    for t in fresh_allowed.tolist():
+        assert m.fork().accept_token(t), f"{where}: allowed token {t} {vocab.token_bytes[t]!r} rejected by a fresh fork"
+    sample = rng.choice(disallowed, size=min(N_DISALLOWED, len(disallowed)), replace=False)
+    wrongly = [t for t in sample.tolist() if m.fork().accept_token(t)]
+    assert not wrongly, (
+        f"{where}: disallowed tokens accepted by a fresh fork: "
+        f"{[(t, vocab.token_bytes[t]) for t in wrongly[:5]]}"
+    )
+
+    # Independent check of a sample against the grammar's checker.
+    for t in list(fresh_allowed[: N_INDEPENDENT // 4]) + list(sample[: N_INDEPENDENT]):
+        t = int(t)
+        tb = vocab.token_bytes[t]
+        if tb is None:
+            continue  # special / padding, checked above
+        verdict = _decode_viable(case, text + tb)
+        if verdict is None:
+            continue
+        assert verdict == bool(bits[t]), (
+            f"{where}: token {t} {tb!r} after {text!r}: mask bit {bits[t]}, "
+            f"but the independent checker says viable={verdict}"
+        )
+
+    assert m.num_accepted_steps == steps_before, f"{where}: checking changed the matcher"
+    return bits
+
+
+def run_string(vocab, case, s: str, rng):
+    compiled = vocab.compile(case.ebnf)
+    ids = vocab.encode(s)
+    m = xgr.GrammarMatcher(compiled)
+    text = b""
+    for k, t in enumerate(ids):
+        where = f"{vocab.name}/{case.name} {s!r} step {k}"
+        check_step(m, vocab, case, rng, text, t, where)
+        assert m.accept_token(t), f"{where}: token {t} {vocab.token_bytes[t]!r} rejected"
+        text += vocab.token_bytes[t]
+    assert text == s.encode("utf-8")
+    where = f"{vocab.name}/{case.name} {s!r} end"
+    assert m.is_completed(), f"{where}: not completed"
+    assert not m.is_terminated()
+    check_step(m, vocab, case, rng, text, vocab.stop_id, where)
+    assert m.accept_token(vocab.stop_id), f"{where}: stop token rejected"
+    assert m.is_terminated()
+    # After termination nothing more is accepted.
+    assert not m.accept_token(vocab.stop_id)
+    assert not m.accept_token(ids[0])
+
+
+@pytest.mark.parametrize("grammar", GRAMMAR_NAMES)
+def test_mask_matches_matcher(vocab, grammar):
+    case = CASES[grammar]
+    rng = np.random.default_rng([1234, GRAMMAR_NAMES.index(grammar), len(vocab.name)])
+    for s in case.valid:
+        run_string(vocab, case, s, rng)
+
+
+def test_decoded_vocab_matches_tokenizer(vocab):
+    """The core's decoding of every token equals an independent decoding (GPT-2's byte
+    table inverted by hand / SentencePiece <0xNN> and U+2581)."""
+    decoded = vocab.info.decoded_vocab
+    assert len(decoded) == vocab.vocab_size
+    bad = [i for i in range(vocab.n_real)
+           if vocab.token_bytes[i] is not None and decoded[i] != vocab.token_bytes[i]]
+    assert not bad, [(i, decoded[i], vocab.token_bytes[i]) for i in bad[:5]]
+    assert all(decoded[i] == b"" for i in vocab.padding_ids)
+
+
+def test_tokenizer_info_metadata(vocab):
+    info = vocab.info
+    assert info.vocab_size == len(vocab.tok) + 64
+    assert info.stop_token_ids == [vocab.tok.eos_token_id]
+    assert set(vocab.special_ids) <= set(info.special_token_ids)
+    expected = {"deepseek": xgr.VocabType.BYTE_LEVEL, "mistral": xgr.VocabType.BYTE_FALLBACK}
+    assert info.vocab_type == expected[vocab.name]
+    for t in vocab.padding_ids[:3] + vocab.padding_ids[-3:]:
+        assert info.token_flags(t) & 4  # XG2_TOKEN_PADDING
+
+
+def test_lookahead_prunes(vocab):
+    """The assertion of ``head ::= [a-z]+ (= "->")`` rejects what the root rule alone
+    would allow: "?" and "-=" after the head (the same grammar without the assertion
+    allows them)."""
+    ebnf = CASES["lookahead_prune"].ebnf
+    without = ebnf.replace('(= "->")', "")
+    assert without != ebnf
+    V = vocab.vocab_size
+    checked = 0
+    for text, pruned in (("abc", ("?", "-=")), ("abc-", ("=",))):
+        m = xgr.GrammarMatcher(vocab.compile(ebnf))
+        free = xgr.GrammarMatcher(vocab.compile(without))
+        assert m.accept_string(text) and free.accept_string(text)
+        bits = bits_of_row(fill(m, V), V)
+        free_bits = bits_of_row(fill(free, V), V)
+        for p in pruned:
+            assert not m.fork().accept_string(p), (text, p)
+            assert free.fork().accept_string(p), (text, p)
+            starting = [t for t in range(vocab.n_real)
+                        if vocab.token_bytes[t] and vocab.token_bytes[t].startswith(p.encode())]
+            if starting:  # Mistral has no token starting with "-="
+                assert not bits[starting].any(), (text, p)
+                assert free_bits[starting].any(), (text, p)
+                checked += 1
+        # The assertion does not remove what it allows.
+        ok = "->" if text == "abc" else ">"
+        assert m.fork().accept_string(ok + "x.")
+    assert checked >= 2
+    # Completion needs the whole string.
+    m = xgr.GrammarMatcher(vocab.compile(ebnf))
+    assert m.accept_string("ab->cd.") and m.is_completed()
