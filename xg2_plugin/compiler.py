@@ -103,6 +103,10 @@ class GrammarCompiler:
             return self._cached(key, lambda: Grammar.from_ebnf(grammar, root_rule_name=root_rule_name))
         raise InvalidArgumentError(f"grammar must be a Grammar or EBNF text, got {type(grammar).__name__}")
 
+    def compile_regex(self, regex: str) -> CompiledGrammar:
+        """Compile a regular expression (``re.fullmatch`` semantics, see Grammar.from_regex)."""
+        return self._cached(("regex", regex), lambda: Grammar.from_regex(regex))
+
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
         """Any JSON object or array."""
         return self._cached(("builtin_json",), Grammar.builtin_json_grammar)

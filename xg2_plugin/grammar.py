@@ -8,7 +8,30 @@ from __future__ import annotations
 from ._errors import InvalidArgumentError, check
 from ._native import ffi, lib
 
-__all__ = ["Grammar"]
+__all__ = ["Grammar", "ebnf_string_literal"]
+
+
+def ebnf_string_literal(text: str) -> str:
+    """``text`` as an EBNF string literal (quoted, with escapes)."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch == '"' or ch == "\\":
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            raise InvalidArgumentError(f"lone surrogate U+{code:04X} cannot be encoded")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
 
 # Any JSON object or array at the top level (as XGrammar's builtin grammar), with
 # free whitespace between tokens.
@@ -51,6 +74,20 @@ class Grammar:
         check(lib.xg2_grammar_from_ebnf(text, len(text), root_rule_name.encode("utf-8"), out))
         handle = ffi.gc(out[0], lib.xg2_grammar_free, size=64 * len(text) + 1024)
         return Grammar(handle, ebnf_string, root_rule_name)
+
+    @staticmethod
+    def from_regex(regex_string: str, *, print_converted_ebnf: bool = False) -> "Grammar":
+        """A grammar matching exactly the strings the regex fully matches.
+
+        Semantics are Python's ``re.fullmatch`` with ``re.ASCII``; ``^``/``$`` may only
+        anchor the ends.  Lookaround, backreferences, ``\\b`` and inline flags raise
+        ``GrammarError`` naming the position."""
+        if not isinstance(regex_string, str):
+            raise InvalidArgumentError(f"regex_string must be a str, got {type(regex_string).__name__}")
+        grammar = Grammar.from_ebnf(f"root ::= Regex({ebnf_string_literal(regex_string)})")
+        if print_converted_ebnf:
+            print(grammar)
+        return grammar
 
     @staticmethod
     def builtin_json_grammar() -> "Grammar":

@@ -170,27 +170,30 @@ static int utf8_put(uint8_t *o, uint32_t cp) {
 
 /* ---- elements ---- */
 
-static uint32_t parse_string(parser *p) {
+/* Read a string literal's bytes (UTF-8 of its code points) into buf. */
+static int read_string(parser *p, xg2_charvec *buf) {
     uint32_t line = p->line, col = p->col;
-    VEC(uint8_t) buf = {0};
     adv(p, 1);
     for (;;) {
         int c = peekc(p, 0);
         if (c < 0 || c == '\n' || c == '\r') {
             p->line = line;
             p->col = col;
-            perr(p, "unterminated string literal");
-            break;
+            return perr(p, "unterminated string literal");
         }
-        if (c == '"') { adv(p, 1); break; }
+        if (c == '"') { adv(p, 1); return 0; }
         int set = 0;
         int32_t cp = read_char(p, 0, &set);
-        if (cp < 0) break;
-        if (cp >= 0xD800 && cp <= 0xDFFF) { perr(p, "surrogate code point U+%04X in a string", cp); break; }
-        if (vec_reserve(&buf, (uint64_t)buf.n + 4)) { p->rc = XG2_NOMEM(); break; }
-        buf.n += (uint32_t)utf8_put(buf.a + buf.n, (uint32_t)cp);
+        if (cp < 0) return p->rc;
+        if (cp >= 0xD800 && cp <= 0xDFFF) return perr(p, "surrogate code point U+%04X in a string", cp);
+        if (vec_reserve(buf, (uint64_t)buf->n + 4)) return p->rc = XG2_NOMEM();
+        buf->n += (uint32_t)utf8_put((uint8_t *)buf->a + buf->n, (uint32_t)cp);
     }
-    uint32_t id = p->rc ? 0 : xg2__ir_bytes(p->ir, buf.a, buf.n);
+}
+
+static uint32_t parse_string(parser *p) {
+    xg2_charvec buf = {0};
+    uint32_t id = read_string(p, &buf) ? 0 : xg2__ir_bytes(p->ir, (const uint8_t *)buf.a, buf.n);
     vec_free(&buf);
     return id;
 }
@@ -332,6 +335,33 @@ static uint32_t parse_macro(parser *p, const char *name) {
     return xg2__ir_macro(p->ir, name, n_args);
 }
 
+XG2_HIDDEN int xg2__regex_to_ir(xg2_ir *ir, const uint8_t *pattern, size_t len, uint32_t *out);
+
+/* Regex("pattern"): the string's value (after EBNF unescaping) is the pattern. */
+static uint32_t parse_regex(parser *p) {
+    char b[32];
+    uint32_t line = p->line, col = p->col;
+    adv(p, 1); /* '(' */
+    skip_ws(p);
+    if (peekc(p, 0) != '"') { perr(p, "Regex(...) takes one string literal, found %s", describe(p, b, sizeof b)); return 0; }
+    xg2_charvec pat = {0};
+    uint32_t id = 0;
+    if (read_string(p, &pat)) goto out;
+    skip_ws(p);
+    if (peekc(p, 0) != ')') { perr(p, "expected ')' after the Regex pattern, found %s", describe(p, b, sizeof b)); goto out; }
+    adv(p, 1);
+    int rc = xg2__regex_to_ir(p->ir, (const uint8_t *)pat.a, pat.n, &id);
+    if (rc) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", xg2_last_error());
+        p->rc = xg2__fail(rc, "EBNF error at line %u, column %u: %s", line, col, msg);
+        id = 0;
+    }
+out:
+    vec_free(&pat);
+    return id;
+}
+
 static const char *const macros[] = {"TagDispatch", "Token", "ExcludeToken", "TokenTagDispatch", "Regex"};
 
 static uint32_t parse_element(parser *p) {
@@ -367,6 +397,7 @@ static uint32_t parse_element(parser *p) {
         uint32_t line = p->line, col = p->col;
         adv(p, k);
         if (peekc(p, 0) == '(') {
+            if (!strcmp(name, "Regex")) return parse_regex(p);
             for (size_t m = 0; m < sizeof macros / sizeof *macros; m++)
                 if (!strcmp(name, macros[m])) return parse_macro(p, name);
         }
