@@ -15,32 +15,15 @@ matcher accepts it:
 * special tokens and padding ids are never allowed.
 """
 
-import codecs
-
 import numpy as np
 import pytest
 
 import xg2_plugin as xgr
-from vocabs import CASES, GRAMMAR_NAMES, bits_of_row, fill
+from vocabs import CASES, GRAMMAR_NAMES, bits_of_row, fill, viable
 
 N_DISALLOWED = 2000
 N_ALLOWED_FRESH = 200
 N_INDEPENDENT = 400  # tokens per step checked against the Python checkers
-
-
-def _decode_viable(case, data: bytes):
-    """True / False if the independent checker decides whether ``data`` is a viable
-    prefix; None when it cannot tell (the text ends inside a UTF-8 character whose
-    start is a viable prefix)."""
-    dec = codecs.getincrementaldecoder("utf-8")()
-    try:
-        text = dec.decode(data, final=False)
-    except UnicodeDecodeError:
-        return False  # not UTF-8: no string of any grammar starts like this
-    pending = dec.getstate()[0]
-    if not case.prefix(text):
-        return False
-    return None if pending else True
 
 
 def check_step(m, vocab, case, rng, text: bytes, next_token: int, where: str):
@@ -98,7 +81,7 @@ def check_step(m, vocab, case, rng, text: bytes, next_token: int, where: str):
         tb = vocab.token_bytes[t]
         if tb is None:
             continue  # special / padding, checked above
-        verdict = _decode_viable(case, text + tb)
+        verdict = viable(case, text + tb)
         if verdict is None:
             continue
         assert verdict == bool(bits[t]), (

@@ -10,6 +10,7 @@ prefix check for free) or a small recursive-descent parser.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import shutil
@@ -259,6 +260,21 @@ def _prefix_and_full(parse: Callable[[_Reader], None]):
         return r.at_end()
 
     return full, prefix
+
+
+def viable(case, data: bytes):
+    """Whether ``data`` is a viable prefix of the grammar per its independent checker:
+    True / False, or None when it cannot tell (the text ends inside a UTF-8
+    character and the text before that character is a viable prefix)."""
+    dec = codecs.getincrementaldecoder("utf-8")()
+    try:
+        text = dec.decode(data, final=False)
+    except UnicodeDecodeError:
+        return False  # not UTF-8: no string of any grammar starts like this
+    pending = dec.getstate()[0]
+    if not case.prefix(text):
+        return False
+    return None if pending else True
 
 
 # ---- arithmetic ----
