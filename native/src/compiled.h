@@ -5,13 +5,13 @@
 #ifndef XG2_COMPILED_H
 #define XG2_COMPILED_H
 
-#include "grammar.h"
-#include "vocab.h"
+#include "maskcache.h"
 
 struct xg2_compiled {
     int refs;
     const xg2_grammar *g; /* retained */
     const xg2_vocab *v;   /* retained */
+    xg2_mask_cache cache; /* adaptive token masks, filled just in time */
 };
 
 XG2_HIDDEN void xg2__compiled_retain(const xg2_compiled *c);

@@ -198,6 +198,10 @@ static int complete(xg2_parser *p, uint32_t begin, xg2_item it, uint32_t pos) {
         g0 = guard_with_state(p, g0, g->la_start[g->rules[rule].lookahead]);
         if (g0 == GUARD_ERR) return xg2_last_error()[0] ? XG2_ERR_LIMIT : XG2_ERR_NOMEM;
     }
+    if (o == XG2_LOCAL_ROOT) {
+        p->root_done = 1;
+        return XG2_OK;
+    }
     uint32_t wend;
     if (o == pos) {
         for (uint32_t i = 0; i < p->nulls.n; i++)
@@ -279,17 +283,39 @@ static int seal(xg2_parser *p) {
 
 /* ---- public (internal) API ---- */
 
-int xg2__parser_init(xg2_parser *p, const xg2_grammar *g) {
+static int init_with(xg2_parser *p, const xg2_grammar *g, uint32_t state, uint32_t origin, uint32_t count) {
     memset(p, 0, sizeof *p);
     p->g = g;
     if (guards_init(&p->guards) || vec_push(&p->set_start, 0) || vec_push(&p->wait_start, 0)) {
         xg2__parser_free(p);
         return XG2_NOMEM();
     }
-    int rc = add_item(p, 0, g->rules[g->root].start, 0, 0, 0);
+    int rc = add_item(p, 0, state, origin, count, 0);
     if (!rc) rc = closure(p, 0, 0);
     if (!rc) rc = seal(p);
     if (rc) xg2__parser_free(p);
+    return rc;
+}
+
+int xg2__parser_init(xg2_parser *p, const xg2_grammar *g) {
+    return init_with(p, g, g->rules[g->root].start, 0, 0);
+}
+
+int xg2__parser_init_local(xg2_parser *p, const xg2_grammar *g, uint32_t state, uint32_t count) {
+    return init_with(p, g, state, XG2_LOCAL_ROOT, count);
+}
+
+/* Restart a local parser on another item, keeping its buffers. */
+XG2_HIDDEN int xg2__parser_reinit_local(xg2_parser *p, uint32_t state, uint32_t count) {
+    p->items.n = p->wait.n = p->input.n = 0;
+    p->set_start.n = p->wait_start.n = 1;
+    p->ns = 0;
+    p->hashed = 0;
+    p->nulls.n = 0;
+    p->root_done = 0;
+    int rc = add_item(p, 0, state, XG2_LOCAL_ROOT, count, 0);
+    if (!rc) rc = closure(p, 0, 0);
+    if (!rc) rc = seal(p);
     return rc;
 }
 
@@ -357,6 +383,7 @@ int xg2__parser_push(xg2_parser *p, uint8_t c) {
     int rc = XG2_OK;
     p->hashed = 0;
     p->nulls.n = 0;
+    p->root_done = 0;
     if (vec_push(&p->input, c)) return -XG2_NOMEM();
     for (uint32_t i = p->set_start.a[k]; i < end; i++) {
         xg2_item it = p->items.a[i];

@@ -48,13 +48,22 @@ typedef struct {
     VEC(xg2_null_done) nulls;
     xg2_u32vec tmp;
     xg2_guards guards;
+    int root_done; /* local mode: the root instance completed at the last push */
 } xg2_parser;
+
+/* Origin of the root item of a local parser (maskcache.c): its rule instance
+ * began before the parser's history, so completing it just sets root_done. */
+#define XG2_LOCAL_ROOT 0xFFFFFFFEu
 
 #define XG2_GUARD_FAIL 0xFFFFFFFFu
 
 XG2_HIDDEN int xg2__parser_init(xg2_parser *p, const xg2_grammar *g);
 XG2_HIDDEN void xg2__parser_free(xg2_parser *p);
 XG2_HIDDEN int xg2__parser_copy(xg2_parser *dst, const xg2_parser *src);
+
+/* A parser whose first set is the closure of one item (state, XG2_LOCAL_ROOT,
+ * count): the "local" view of a kernel item used to classify tokens. */
+XG2_HIDDEN int xg2__parser_init_local(xg2_parser *p, const xg2_grammar *g, uint32_t state, uint32_t count);
 
 /* Back to the initial set only. */
 XG2_HIDDEN void xg2__parser_reset(xg2_parser *p);

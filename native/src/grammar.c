@@ -233,6 +233,94 @@ static int build_lookaheads(xg2_grammar *g, const uint8_t *want) {
     return rc;
 }
 
+/* ---- FIRST and FOLLOW byte sets ---- */
+
+static int bs_or(xg2_byteset *a, const xg2_byteset *b) {
+    int changed = 0;
+    for (int i = 0; i < 4; i++) {
+        uint64_t w = a->w[i] | b->w[i];
+        changed |= w != a->w[i];
+        a->w[i] = w;
+    }
+    return changed;
+}
+
+/* first[s]: bytes that can start what state s still matches (through rule
+ * edges and nullable rules); follow[r]: bytes that can come after rule r.
+ * Both are least fixpoints. */
+static int compute_follow(xg2_grammar *g) {
+    uint32_t ns = g->n_states, nr = g->n_rules;
+    xg2_byteset *first = xg2__calloc(ns ? ns : 1, sizeof(xg2_byteset));
+    g->follow = xg2__calloc(nr ? nr : 1, sizeof(xg2_byteset));
+    if (!first || !g->follow) { xg2__free(first); return XG2_NOMEM(); }
+    for (uint32_t s = 0; s < ns; s++) {
+        if (!(g->states[s].flags & SF_BYTES)) continue;
+        for (int c = 0; c < 256; c++)
+            if (xg2__step(g, s, (uint8_t)c) != XG2_NONE) byteset_add(&first[s], (unsigned)c);
+    }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t s = 0; s < ns; s++) {
+            const xg2_state *st = &g->states[s];
+            if (st->flags & SF_REPEAT) {
+                const xg2_rule *rr = &g->rules[st->rule];
+                changed |= bs_or(&first[s], &first[g->rules[rr->child].start]);
+                continue;
+            }
+            const xg2_ref *e = g->refs_tab + st->ref_off;
+            for (uint32_t j = 0; j < st->ref_n; j++) {
+                changed |= bs_or(&first[s], &first[g->rules[e[j].rule].start]);
+                if (g->rules[e[j].rule].nullable) changed |= bs_or(&first[s], &first[e[j].to]);
+            }
+        }
+    }
+    /* follow: after R in parent P at q --R--> q': first[q'], and follow[P] when
+     * P can end at q'; a repetition's child is followed by itself or by what
+     * follows the repetition. */
+    uint8_t *ends = xg2__calloc(ns ? ns : 1, 1); /* state can complete its rule through nullable edges */
+    if (!ends) { xg2__free(first); return XG2_NOMEM(); }
+    for (uint32_t s = 0; s < ns; s++) ends[s] = (g->states[s].flags & SF_FINAL) != 0;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t s = 0; s < ns; s++) {
+            if (ends[s] || (g->states[s].flags & SF_REPEAT)) continue;
+            const xg2_ref *e = g->refs_tab + g->states[s].ref_off;
+            for (uint32_t j = 0; j < g->states[s].ref_n && !ends[s]; j++)
+                if (g->rules[e[j].rule].nullable && ends[e[j].to]) ends[s] = changed = 1;
+        }
+    }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t s = 0; s < ns; s++) {
+            const xg2_state *st = &g->states[s];
+            if (st->flags & SF_REPEAT) {
+                const xg2_rule *rr = &g->rules[st->rule];
+                changed |= bs_or(&g->follow[rr->child], &first[g->rules[rr->child].start]);
+                changed |= bs_or(&g->follow[rr->child], &g->follow[st->rule]);
+                continue;
+            }
+            const xg2_ref *e = g->refs_tab + st->ref_off;
+            for (uint32_t j = 0; j < st->ref_n; j++) {
+                changed |= bs_or(&g->follow[e[j].rule], &first[e[j].to]);
+                if (ends[e[j].to]) changed |= bs_or(&g->follow[e[j].rule], &g->follow[st->rule]);
+            }
+        }
+    }
+    /* A rule's own lookahead limits what may follow it to the lookahead's first bytes. */
+    for (uint32_t r = 0; r < nr; r++) {
+        int32_t la = g->rules[r].lookahead;
+        if (la < 0) continue;
+        xg2_byteset lf = {{0, 0, 0, 0}};
+        const int32_t *row = g->la_trans + (size_t)g->la_start[la] * 256;
+        for (int c = 0; c < 256; c++)
+            if (row[c] >= 0) byteset_add(&lf, (unsigned)c);
+        for (int i = 0; i < 4; i++) g->follow[r].w[i] &= lf.w[i];
+    }
+    xg2__free(ends);
+    xg2__free(first);
+    return XG2_OK;
+}
+
 /* ---- linking ---- */
 
 static int link_grammar(xg2_grammar *g) {
@@ -247,6 +335,7 @@ static int link_grammar(xg2_grammar *g) {
     if (!inl || !want || !dfa || !g->rules) { rc = XG2_NOMEM(); goto out; }
     g->n_rules = n;
     g->root = ir->root;
+    for (uint32_t r = 0; r < n; r++) g->rules[r].lookahead = -1;
     if ((rc = decide_inlining(ir, inl))) goto out;
 
     /* Build the automata of every rule the root can still reach. */
@@ -415,6 +504,7 @@ static int link_grammar(xg2_grammar *g) {
     }
     xg2__free(seen);
     vec_free(&stack);
+    if (!rc) rc = compute_follow(g);
     g->memory_bytes = sizeof *g + sizeof(xg2_rule) * n + sizeof(xg2_state) * g->n_states +
                       sizeof(uint32_t) * g->n_trans + 256u * g->n_classmaps + sizeof(xg2_ref) * g->n_refs +
                       sizeof(int32_t) * 256u * g->n_la_states + ir->exprs.n * sizeof(xg2_expr) +
@@ -441,6 +531,7 @@ static void grammar_destroy(xg2_grammar *g) {
     xg2__free(g->la_trans);
     xg2__free(g->la_final);
     xg2__free(g->la_start);
+    xg2__free(g->follow);
     xg2__free(g);
 }
 

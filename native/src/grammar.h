@@ -61,6 +61,9 @@ struct xg2_grammar {
     uint8_t *la_final;
     uint32_t *la_start;
     uint32_t n_la, n_la_states;
+    /* follow[r]: bytes that can come right after rule r completes (its own
+     * lookahead included); used to rule out tokens that cross a rule's end. */
+    xg2_byteset *follow;
     size_t memory_bytes;
 };
 

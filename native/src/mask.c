@@ -1,19 +1,24 @@
 /*
- * mask.c -- walk the token trie against the live parser.
+ * mask.c -- next-token masks: from the adaptive cache, or by a full trie walk.
  *
- * Nodes are visited in depth-first order.  Before trying node i the parser is
- * popped back to depth(i) - 1 bytes above the start; if it accepts the node's
- * byte, every token ending at the node is allowed and the walk descends (i+1),
- * otherwise the whole subtree is skipped (i + subtree).  A rejected prefix
- * therefore costs one step however many tokens share it.
+ * Full walk: nodes are visited in depth-first order.  Before trying node i the
+ * parser is popped back to depth(i) - 1 bytes above the start; if it accepts
+ * the node's byte, every token ending at the node is allowed and the walk
+ * descends (i+1), otherwise the whole subtree is skipped (i + subtree).
+ *
+ * Cached fill: the mask is the union, over the kernel items of the current set
+ * (items that began before this position; the rest are their predictions), of
+ * each item's cached accepted tokens, plus those of its uncertain tokens the
+ * live parser accepts.  Uncertain tokens are checked in byte order so that
+ * consecutive tokens share the pushes of their common prefix.
  */
 #include "mask.h"
 
 int xg2__mask_walk(xg2_parser *p, const xg2_vocab *v, uint32_t *row) {
-    const xg2_trie_node *nodes = v->nodes;
-    const int32_t *ids = v->sorted_ids;
+    const xg2_trie_node *nodes = v->trie.nodes;
+    const int32_t *ids = v->trie.ids;
     uint32_t depth = 0;
-    for (uint32_t i = 1; i < v->n_nodes;) {
+    for (uint32_t i = 1; i < v->trie.n_nodes;) {
         const xg2_trie_node *nd = &nodes[i];
         uint32_t want = (uint32_t)nd->depth - 1;
         if (depth > want) {
@@ -38,4 +43,93 @@ int xg2__mask_walk(xg2_parser *p, const xg2_vocab *v, uint32_t *row) {
     }
     xg2__parser_pop(p, depth);
     return XG2_OK;
+}
+
+/* Check tokens (byte order) against the live parser; set the accepted ones. */
+static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint32_t n, uint32_t *row) {
+    uint32_t depth = 0, dead_at = UINT32_MAX, prev_len = 0;
+    const uint8_t *prev = NULL;
+    int rc = XG2_OK;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t t = (uint32_t)toks[k];
+        if ((row[t >> 5] >> (t & 31)) & 1) continue;
+        const uint8_t *b = (const uint8_t *)v->bytes + v->off[t];
+        uint32_t len = v->off[t + 1] - v->off[t];
+        uint32_t lcp = 0, m = prev_len < len ? prev_len : len;
+        while (lcp < m && prev[lcp] == b[lcp]) lcp++;
+        if (dead_at < lcp) continue; /* shares a prefix the parser already refused */
+        if (depth > lcp) {
+            xg2__parser_pop(p, depth - lcp);
+            depth = lcp;
+        }
+        dead_at = UINT32_MAX;
+        for (uint32_t i = depth; i < len; i++) {
+            int r = xg2__parser_push(p, b[i]);
+            if (r < 0) { rc = -r; goto out; }
+            if (!r) { dead_at = i; break; }
+            depth++;
+        }
+        if (dead_at == UINT32_MAX) row[t >> 5] |= 1u << (t & 31);
+        prev = b;
+        prev_len = len;
+    }
+out:
+    xg2__parser_pop(p, depth);
+    return rc;
+}
+
+int xg2__mask_fill(xg2_mask_cache *c, xg2_parser *p, const xg2_vocab *v, uint32_t *row) {
+    const xg2_grammar *g = p->g;
+    uint32_t k = p->ns - 1;
+    uint32_t begin = p->set_start.a[k], end = p->set_start.a[k + 1];
+    for (uint32_t i = begin; i < end; i++)
+        if (p->items.a[i].guard) return xg2__mask_walk(p, v, row);
+    const xg2_mask_entry *with_unc = NULL;
+    VEC(int32_t) merged = {0};
+    int rc = XG2_OK, n_unc_entries = 0;
+    size_t words = v->words;
+    for (uint32_t i = begin; i < end; i++) {
+        xg2_item it = p->items.a[i];
+        if (it.origin >= k && !(k == 0 && i == begin)) continue; /* a prediction */
+        if (!(g->states[it.state].flags & (SF_BYTES | SF_REFS | SF_REPEAT))) continue;
+        const xg2_mask_entry *e;
+        if ((rc = xg2__mask_entry_get(c, g, v, &it, &e))) goto out;
+        if (e->bits) {
+            for (size_t w = 0; w < words; w++) row[w] |= e->bits[w];
+        } else {
+            for (uint32_t j = 0; j < e->n_acc; j++) {
+                uint32_t t = (uint32_t)e->acc[j];
+                row[t >> 5] |= 1u << (t & 31);
+            }
+        }
+        if (e->n_unc) {
+            if (++n_unc_entries == 1) {
+                with_unc = e;
+            } else {
+                if (n_unc_entries == 2) {
+                    if (vec_reserve(&merged, with_unc->n_unc)) { rc = XG2_NOMEM(); goto out; }
+                    memcpy(merged.a, with_unc->unc, sizeof(int32_t) * with_unc->n_unc);
+                    merged.n = with_unc->n_unc;
+                }
+                if (vec_reserve(&merged, (uint64_t)merged.n + e->n_unc)) { rc = XG2_NOMEM(); goto out; }
+                memcpy(merged.a + merged.n, e->unc, sizeof(int32_t) * e->n_unc);
+                merged.n += e->n_unc;
+            }
+        }
+    }
+    if (n_unc_entries == 1) {
+        rc = resolve(p, v, with_unc->unc, with_unc->n_unc, row);
+    } else if (n_unc_entries > 1) {
+        int32_t *tmp = xg2__malloc(sizeof(int32_t) * merged.n);
+        if (!tmp) { rc = XG2_NOMEM(); goto out; }
+        xg2__vocab_sort_ids(v, merged.a, tmp, merged.n);
+        xg2__free(tmp);
+        uint32_t m = 0;
+        for (uint32_t j = 0; j < merged.n; j++)
+            if (!m || merged.a[m - 1] != merged.a[j]) merged.a[m++] = merged.a[j];
+        rc = resolve(p, v, merged.a, m, row);
+    }
+out:
+    vec_free(&merged);
+    return rc;
 }

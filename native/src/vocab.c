@@ -87,61 +87,91 @@ raw:
 
 /* ---- sorting and the trie ---- */
 
-typedef struct {
-    const uint8_t *p;
-    uint32_t len;
-    int32_t id;
-} tok_ref;
-
-static int tok_ref_cmp(const void *a, const void *b) {
-    const tok_ref *x = a, *y = b;
-    uint32_t m = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->p, y->p, m);
+static int cmp_token(const xg2_vocab *v, int32_t x, int32_t y) {
+    uint32_t lx = v->off[x + 1] - v->off[x], ly = v->off[y + 1] - v->off[y];
+    int c = memcmp(v->bytes + v->off[x], v->bytes + v->off[y], lx < ly ? lx : ly);
     if (c) return c;
-    if (x->len != y->len) return x->len < y->len ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
+    if (lx != ly) return lx < ly ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+/* Merge sort of token ids by bytes (stable, no global state). */
+void xg2__vocab_sort_ids(const xg2_vocab *v, int32_t *a, int32_t *tmp, uint32_t n) {
+    if (n < 2) return;
+    uint32_t h = n / 2;
+    xg2__vocab_sort_ids(v, a, tmp, h);
+    xg2__vocab_sort_ids(v, a + h, tmp, n - h);
+    uint32_t i = 0, j = h, k = 0;
+    while (i < h && j < n) tmp[k++] = cmp_token(v, a[i], a[j]) <= 0 ? a[i++] : a[j++];
+    while (i < h) tmp[k++] = a[i++];
+    while (j < n) tmp[k++] = a[j++];
+    memcpy(a, tmp, sizeof(int32_t) * n);
+}
+
+void xg2__trie_free(xg2_trie *t) {
+    xg2__free(t->nodes);
+    xg2__free(t->ids);
+    memset(t, 0, sizeof *t);
 }
 
 /* Build nodes[] from tokens sorted by bytes.  Appending nodes while walking the
  * sorted list yields DFS order; a node's subtree closes when a later token no
- * longer shares its prefix. */
-static int build_trie(xg2_vocab *v, const tok_ref *toks, uint32_t n) {
+ * longer shares its prefix.  Takes ownership of ids. */
+int xg2__trie_build(const xg2_vocab *v, int32_t *ids, uint32_t n, xg2_trie *t) {
+    memset(t, 0, sizeof *t);
+    t->ids = ids;
+    t->n_ids = n;
+    int32_t *tmp = xg2__malloc(sizeof(int32_t) * (n ? n : 1));
+    if (!tmp) return XG2_NOMEM();
+    xg2__vocab_sort_ids(v, ids, tmp, n);
+    xg2__free(tmp);
     uint64_t total = 1;
-    for (uint32_t i = 0; i < n; i++) total += toks[i].len;
+    for (uint32_t i = 0; i < n; i++) total += v->off[ids[i] + 1] - v->off[ids[i]];
     if (total > UINT32_MAX / 2) return xg2__fail(XG2_ERR_LIMIT, "vocabulary too large for the trie");
-    v->nodes = xg2__calloc(total, sizeof(xg2_trie_node));
+    t->nodes = xg2__calloc(total, sizeof(xg2_trie_node));
     uint32_t *path = xg2__malloc(sizeof(uint32_t) * ((size_t)v->max_token_len + 1));
-    if (!v->nodes || !path) { xg2__free(path); return XG2_NOMEM(); }
+    if (!t->nodes || !path) { xg2__free(path); return XG2_NOMEM(); }
     uint32_t nn = 1, depth = 0;
     path[0] = 0;
+    const uint8_t *prev = NULL;
+    uint32_t prev_len = 0;
     for (uint32_t k = 0; k < n; k++) {
-        const tok_ref *t = &toks[k];
-        uint32_t lcp = 0;
-        if (k > 0) {
-            const tok_ref *p = &toks[k - 1];
-            uint32_t m = p->len < t->len ? p->len : t->len;
-            while (lcp < m && p->p[lcp] == t->p[lcp]) lcp++;
-        }
+        const uint8_t *p = (const uint8_t *)v->bytes + v->off[ids[k]];
+        uint32_t len = v->off[ids[k] + 1] - v->off[ids[k]];
+        uint32_t lcp = 0, m = prev_len < len ? prev_len : len;
+        while (lcp < m && prev[lcp] == p[lcp]) lcp++;
         if (lcp > depth) lcp = depth;
-        for (; depth > lcp; depth--) v->nodes[path[depth]].subtree = nn - path[depth];
-        for (; depth < t->len; depth++) {
-            xg2_trie_node *nd = &v->nodes[nn];
-            nd->byte = t->p[depth];
+        for (; depth > lcp; depth--) t->nodes[path[depth]].subtree = nn - path[depth];
+        for (; depth < len; depth++) {
+            xg2_trie_node *nd = &t->nodes[nn];
+            nd->byte = p[depth];
             nd->depth = (uint16_t)(depth + 1);
             path[depth + 1] = nn++;
         }
-        xg2_trie_node *end = &v->nodes[path[depth]];
+        xg2_trie_node *end = &t->nodes[path[depth]];
         if (end->tok_count == 0) end->tok_begin = k;
         if (end->tok_count == UINT16_MAX) {
             xg2__free(path);
             return xg2__fail(XG2_ERR_LIMIT, "more than 65535 tokens decode to the same bytes");
         }
         end->tok_count++;
+        prev = p;
+        prev_len = len;
     }
-    for (; depth > 0; depth--) v->nodes[path[depth]].subtree = nn - path[depth];
-    v->nodes[0].subtree = nn;
-    v->n_nodes = nn;
+    for (; depth > 0; depth--) t->nodes[path[depth]].subtree = nn - path[depth];
+    t->nodes[0].subtree = nn;
+    t->n_nodes = nn;
     xg2__free(path);
+    /* Subtree token ranges: tokens are numbered in DFS order, so the subtree of
+     * node i holds [first token at or after i, first token at or after its end). */
+    uint32_t next = n;
+    for (uint32_t i = nn; i-- > 0;) {
+        xg2_trie_node *nd = &t->nodes[i];
+        uint32_t after = i + nd->subtree < nn ? t->nodes[i + nd->subtree].tok_begin : n;
+        if (nd->tok_count) next = nd->tok_begin;
+        nd->tok_begin = next;
+        nd->tok_end = after;
+    }
     return XG2_OK;
 }
 
@@ -153,8 +183,8 @@ static void vocab_destroy(xg2_vocab *v) {
     xg2__free(v->flags);
     xg2__free(v->stop_ids);
     xg2__free(v->special_ids);
-    xg2__free(v->sorted_ids);
-    xg2__free(v->nodes);
+    xg2__trie_free(&v->trie);
+    xg2__slices_free(v);
     xg2__free(v);
 }
 
@@ -195,7 +225,6 @@ int xg2_vocab_new(int type, const char *data, const uint32_t *offsets, int32_t n
             return xg2__fail(XG2_ERR_ARG, "token offsets decrease at token %d", i);
 
     int rc = XG2_OK;
-    tok_ref *refs = NULL;
     xg2_vocab *v = xg2__calloc(1, sizeof *v);
     if (!v) return XG2_NOMEM();
     v->refs = 1;
@@ -236,27 +265,17 @@ int xg2_vocab_new(int type, const char *data, const uint32_t *offsets, int32_t n
     for (int32_t i = 0; i < n_stop; i++) v->flags[stop_ids[i]] |= XG2_TOKEN_STOP;
 
     /* Matchable tokens: not special, not stop, not padding, non-empty. */
-    refs = xg2__malloc(sizeof(tok_ref) * (size_t)(n_tokens ? n_tokens : 1));
-    if (!refs) { rc = XG2_NOMEM(); goto fail; }
+    v->words = (uint32_t)(((int64_t)vocab_size + 31) / 32);
+    int32_t *ids = xg2__malloc(sizeof(int32_t) * (size_t)(n_tokens ? n_tokens : 1));
+    if (!ids) { rc = XG2_NOMEM(); goto fail; }
     uint32_t n = 0;
-    for (int32_t i = 0; i < n_tokens; i++) {
-        if (v->flags[i]) continue;
-        refs[n].p = (const uint8_t *)v->bytes + v->off[i];
-        refs[n].len = v->off[i + 1] - v->off[i];
-        refs[n].id = i;
-        n++;
-    }
-    qsort(refs, n, sizeof(tok_ref), tok_ref_cmp);
-    v->sorted_ids = xg2__malloc(sizeof(int32_t) * (n ? n : 1));
-    if (!v->sorted_ids) { rc = XG2_NOMEM(); goto fail; }
-    for (uint32_t i = 0; i < n; i++) v->sorted_ids[i] = refs[i].id;
-    v->n_sorted = n;
-    if ((rc = build_trie(v, refs, n))) goto fail;
-    xg2__free(refs);
+    for (int32_t i = 0; i < n_tokens; i++)
+        if (!v->flags[i]) ids[n++] = i;
+    if ((rc = xg2__trie_build(v, ids, n, &v->trie))) goto fail;
+    if ((rc = xg2__slices_build(v))) goto fail;
     *out = v;
     return XG2_OK;
 fail:
-    xg2__free(refs);
     vocab_destroy(v);
     return rc;
 }

@@ -15,11 +15,36 @@
 
 typedef struct {
     uint32_t subtree;   /* nodes in this subtree, self included */
-    uint32_t tok_begin; /* index into sorted_ids */
+    uint32_t tok_begin; /* first token of the subtree (index into ids); its own come first */
+    uint32_t tok_end;   /* end of the subtree's tokens */
     uint16_t tok_count; /* tokens whose bytes end exactly here */
     uint16_t depth;     /* bytes from the root */
     uint8_t byte;       /* the edge byte into this node (unused for the root) */
 } xg2_trie_node;
+
+/* A prefix trie over a subset of the vocabulary, tokens in byte order. */
+typedef struct {
+    xg2_trie_node *nodes;
+    uint32_t n_nodes;
+    int32_t *ids; /* token ids in byte order */
+    uint32_t n_ids;
+} xg2_trie;
+
+/* A token slice (after LLGuidance's slicer): the tokens whose bytes are a
+ * prefix of a string over one character class.  A parser state that accepts
+ * every such string takes the whole slice at once and walks only `rest`. */
+#define XG2_SLICE_MAX_CHARS 32
+typedef struct {
+    int32_t *dfa;         /* byte DFA of the class's strings, 256 entries per state, -1 dead */
+    uint8_t *dfa_final;   /* state is at a character boundary */
+    uint32_t n_dfa;
+    uint32_t *all;        /* bitset of every member token */
+    uint32_t *upto;       /* upto + (l - 1) * words: members of at most l characters (l <= 32),
+                           * a trailing partial character counting as one */
+    xg2_trie rest;        /* tokens not in the slice of 32 characters */
+} xg2_slice;
+
+enum { XG2_SLICE_JSON, XG2_SLICE_TEXT, XG2_N_SLICES };
 
 struct xg2_vocab {
     int refs;
@@ -33,13 +58,23 @@ struct xg2_vocab {
     int32_t n_stop;
     int32_t *special_ids;
     int32_t n_special;
-    int32_t *sorted_ids; /* tokens matchable as bytes, in byte order */
-    uint32_t n_sorted;
-    xg2_trie_node *nodes;
-    uint32_t n_nodes;
+    xg2_trie trie;       /* every token matchable as bytes */
     uint32_t max_token_len;
+    uint32_t words;      /* mask words: ceil(vocab_size / 32) */
+    xg2_slice slices[XG2_N_SLICES];
 };
 
 XG2_HIDDEN void xg2__vocab_retain(const xg2_vocab *v);
+
+/* Build a trie over tokens (sorted by bytes): `ids` is taken over. */
+XG2_HIDDEN int xg2__trie_build(const xg2_vocab *v, int32_t *ids, uint32_t n, xg2_trie *out);
+XG2_HIDDEN void xg2__trie_free(xg2_trie *t);
+
+/* Sort token ids by their bytes (tmp: scratch of n ids). */
+XG2_HIDDEN void xg2__vocab_sort_ids(const xg2_vocab *v, int32_t *ids, int32_t *tmp, uint32_t n);
+
+/* slices.c */
+XG2_HIDDEN int xg2__slices_build(xg2_vocab *v);
+XG2_HIDDEN void xg2__slices_free(xg2_vocab *v);
 
 #endif

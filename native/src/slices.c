@@ -1,0 +1,104 @@
+/*
+ * slices.c -- token slices, precomputed once per vocabulary.
+ *
+ * Dense masks (inside a JSON string, in free text) would otherwise walk the
+ * whole trie.  A slice is the set of tokens whose bytes are a prefix of a
+ * string over one character class; when a parser state provably accepts every
+ * string of the class (see maskcache.c), the slice's bitset is taken at once
+ * and only the tokens outside it are walked.  Two classes cover the common
+ * dense states: JSON string characters, and "text" (letters, digits, space,
+ * any non-ASCII character) for free-text states that exclude punctuation.
+ */
+#include "fsm.h"
+#include "vocab.h"
+
+static const uint32_t json_ranges[] = {0x20, 0x21, 0x23, 0x5B, 0x5D, 0x10FFFF};
+static const uint32_t text_ranges[] = {' ', ' ', '0', '9', 'A', 'Z', 'a', 'z', 0x80, 0x10FFFF};
+
+/* The byte DFA of class*, dense rows. */
+static int class_dfa(const uint32_t *ranges, uint32_t n_ranges, xg2_slice *s) {
+    xg2_ir ir;
+    xg2_dfa d = {0};
+    int rc = xg2__ir_init(&ir) ? XG2_NOMEM() : XG2_OK;
+    if (!rc) {
+        uint32_t cls = xg2__ir_class(&ir, ranges, n_ranges, 0);
+        uint32_t star = xg2__ir_repeat(&ir, cls, 0, -1);
+        rc = ir.err ? XG2_NOMEM() : xg2__fsm_build(&ir, star, NULL, UINT32_MAX, 1, &d);
+    }
+    if (!rc) {
+        s->n_dfa = d.n;
+        s->dfa = xg2__malloc(sizeof(int32_t) * 256 * (d.n ? d.n : 1));
+        s->dfa_final = xg2__malloc(d.n ? d.n : 1);
+        if (!s->dfa || !s->dfa_final) rc = XG2_NOMEM();
+    }
+    for (uint32_t q = 0; !rc && q < d.n; q++) {
+        int32_t *row = s->dfa + 256 * q;
+        for (int c = 0; c < 256; c++) row[c] = -1;
+        for (uint32_t j = d.boff[q]; j < d.boff[q + 1]; j++)
+            for (uint32_t c = d.br[j].lo; c <= d.br[j].hi; c++) row[c] = (int32_t)d.br[j].to;
+        s->dfa_final[q] = d.final[q];
+    }
+    xg2__dfa_free(&d);
+    xg2__ir_free(&ir);
+    return rc;
+}
+
+/* Characters of token t if it is in the slice (a trailing partial character
+ * counts as one), or 0 if it is not. */
+static uint32_t member_chars(const xg2_slice *s, const xg2_vocab *v, int32_t t) {
+    const uint8_t *b = (const uint8_t *)v->bytes + v->off[t];
+    uint32_t n = v->off[t + 1] - v->off[t], chars = 0;
+    int32_t q = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        q = s->dfa[256 * q + b[i]];
+        if (q < 0) return 0;
+        chars += s->dfa_final[q];
+    }
+    return chars + !s->dfa_final[q];
+}
+
+static int build_slice(xg2_vocab *v, const uint32_t *ranges, uint32_t n_ranges, xg2_slice *s) {
+    int rc = class_dfa(ranges, n_ranges, s);
+    if (rc) return rc;
+    size_t words = v->words;
+    s->all = xg2__calloc(words, sizeof(uint32_t));
+    s->upto = xg2__calloc(words * XG2_SLICE_MAX_CHARS, sizeof(uint32_t));
+    int32_t *rest = xg2__malloc(sizeof(int32_t) * (v->trie.n_ids ? v->trie.n_ids : 1));
+    if (!s->all || !s->upto || !rest) {
+        xg2__free(rest);
+        return XG2_NOMEM();
+    }
+    uint32_t n_rest = 0;
+    for (uint32_t k = 0; k < v->trie.n_ids; k++) {
+        int32_t t = v->trie.ids[k];
+        uint32_t c = member_chars(s, v, t);
+        if (c) s->all[t >> 5] |= 1u << (t & 31);
+        if (c && c <= XG2_SLICE_MAX_CHARS) s->upto[(size_t)(c - 1) * words + (t >> 5)] |= 1u << (t & 31);
+        else rest[n_rest++] = t;
+    }
+    /* Make upto cumulative. */
+    for (uint32_t l = 1; l < XG2_SLICE_MAX_CHARS; l++) {
+        uint32_t *cur = s->upto + (size_t)l * words;
+        const uint32_t *prev = cur - words;
+        for (size_t w = 0; w < words; w++) cur[w] |= prev[w];
+    }
+    return xg2__trie_build(v, rest, n_rest, &s->rest);
+}
+
+int xg2__slices_build(xg2_vocab *v) {
+    int rc = build_slice(v, json_ranges, sizeof json_ranges / sizeof *json_ranges / 2, &v->slices[XG2_SLICE_JSON]);
+    if (!rc) rc = build_slice(v, text_ranges, sizeof text_ranges / sizeof *text_ranges / 2, &v->slices[XG2_SLICE_TEXT]);
+    return rc;
+}
+
+void xg2__slices_free(xg2_vocab *v) {
+    for (int k = 0; k < XG2_N_SLICES; k++) {
+        xg2_slice *s = &v->slices[k];
+        xg2__free(s->dfa);
+        xg2__free(s->dfa_final);
+        xg2__free(s->all);
+        xg2__free(s->upto);
+        xg2__trie_free(&s->rest);
+        memset(s, 0, sizeof *s);
+    }
+}
