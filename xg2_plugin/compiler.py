@@ -107,6 +107,46 @@ class GrammarCompiler:
         """Compile a regular expression (``re.fullmatch`` semantics, see Grammar.from_regex)."""
         return self._cached(("regex", regex), lambda: Grammar.from_regex(regex))
 
+    def compile_json_schema(
+        self,
+        schema,
+        *,
+        any_whitespace: bool = True,
+        indent=None,
+        separators=None,
+        strict_mode: bool = True,
+        max_whitespace_cnt=None,
+        any_order: bool = False,
+        lenient: bool = False,
+    ) -> CompiledGrammar:
+        """Compile a JSON Schema (JSON string, dict or pydantic model class); see
+        :meth:`Grammar.from_json_schema`.  Cached by the schema's canonical JSON and
+        the options."""
+        import json
+
+        from .json_schema import _load_schema
+
+        loaded = _load_schema(schema)
+        try:
+            canon = json.dumps(loaded, sort_keys=True, separators=(",", ":"))
+        except (TypeError, ValueError) as e:
+            raise InvalidArgumentError(f"the schema is not JSON-serialisable: {e}") from None
+        opts = (bool(any_whitespace), indent, tuple(separators) if separators is not None else None,
+                bool(strict_mode), max_whitespace_cnt, bool(any_order), bool(lenient))
+        return self._cached(
+            ("json_schema", canon, opts),
+            lambda: Grammar.from_json_schema(
+                loaded,
+                any_whitespace=any_whitespace,
+                indent=indent,
+                separators=separators,
+                strict_mode=strict_mode,
+                max_whitespace_cnt=max_whitespace_cnt,
+                any_order=any_order,
+                lenient=lenient,
+            ),
+        )
+
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
         """Any JSON object or array."""
         return self._cached(("builtin_json",), Grammar.builtin_json_grammar)

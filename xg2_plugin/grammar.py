@@ -90,6 +90,39 @@ class Grammar:
         return grammar
 
     @staticmethod
+    def from_json_schema(
+        schema,
+        *,
+        any_whitespace: bool = True,
+        indent=None,
+        separators=None,
+        strict_mode: bool = True,
+        max_whitespace_cnt=None,
+        print_converted_ebnf: bool = False,
+        any_order: bool = False,
+        lenient: bool = False,
+    ) -> "Grammar":
+        """A grammar of the JSON texts valid under a JSON Schema (a JSON string, a dict,
+        or a pydantic model class).  Exact, or ``GrammarError`` naming the keyword and
+        its path; ``lenient=True`` drops what cannot be enforced, with a warning.  See
+        :mod:`xg2_plugin.json_schema` for the semantics."""
+        from .json_schema import json_schema_to_ebnf
+
+        ebnf = json_schema_to_ebnf(
+            schema,
+            any_whitespace=any_whitespace,
+            indent=indent,
+            separators=separators,
+            strict_mode=strict_mode,
+            max_whitespace_cnt=max_whitespace_cnt,
+            any_order=any_order,
+            lenient=lenient,
+        )
+        if print_converted_ebnf:
+            print(ebnf)
+        return Grammar.from_ebnf(ebnf)
+
+    @staticmethod
     def builtin_json_grammar() -> "Grammar":
         """Any JSON object or array (the grammar of OpenAI's ``json_object`` mode)."""
         return Grammar.from_ebnf(_BUILTIN_JSON_EBNF)

@@ -1,0 +1,1965 @@
+"""JSON Schema (draft 2020-12, with draft-4..2019-09 spellings) to EBNF.
+
+``json_schema_to_ebnf(schema, ...)`` returns grammar text in the core's dialect;
+``Grammar.from_json_schema`` parses it.  The grammar is *exact*: the JSON texts it
+accepts are those whose value is valid under the schema (values compared the way
+Python's ``json`` and ``jsonschema`` compare them; see ``json_schema_formats`` for
+numbers).  Where exactness is out of reach the converter raises ``GrammarError``
+naming the keyword and its JSON-pointer path, or with ``lenient=True`` drops the
+constraint (accepting more) and warns.
+
+Semantics worth knowing:
+
+* ``strict_mode=True`` (XGrammar's meaning): a schema that constrains objects
+  (``type: object`` or any object keyword) and says nothing about extra properties
+  allows none, as if ``unevaluatedProperties: false``; likewise arrays without
+  ``items``/``unevaluatedItems`` allow no items past ``prefixItems``.  Schemas that
+  do not mention objects or arrays (``true``, ``{}``) still allow any value.
+* Properties are generated in the schema's order (``any_order=False``); extra
+  properties (``additionalProperties``/``patternProperties``) come after the
+  declared ones, and can never be a declared name in disguise (escapes included).
+* ``format``: the formats of :data:`json_schema_formats.FORMAT_PATTERNS` are
+  enforced; ``regex``, ``idn-hostname``, ``iri`` and ``iri-reference`` cannot be
+  and raise (lenient: ignored with a warning); unknown formats are annotations and
+  are ignored, as the specification says.
+* ``pattern`` uses ECMA-262 semantics (``\\d`` is ASCII, ``.`` excludes line
+  terminators, ``$`` is the end of the string).
+* Strings with lone surrogate escapes (``"\\ud800"``) are accepted only by
+  unconstrained strings.
+* With ``indent``, values nested deeper than 32 levels accept any whitespace (a
+  recursive schema cannot be indented exactly by a context-free grammar).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import warnings
+from fractions import Fraction
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import unquote, urldefrag, urljoin
+
+from ._errors import GrammarError, InvalidArgumentError
+from . import json_schema_formats as F
+from . import json_schema_regex as R
+
+__all__ = ["json_schema_to_ebnf"]
+
+_DEFAULT_BASE = "https://xg2.invalid/root.json"
+_INDENT_DEPTH_CAP = 32
+_MAX_ALTERNATIVES = 512
+_MAX_SUBSET_PROPS = 8
+_MAX_CASES = 64
+
+ANNOTATIONS = {
+    "title", "description", "$comment", "examples", "default", "deprecated", "readOnly",
+    "writeOnly", "$schema", "$id", "id", "contentMediaType", "contentEncoding", "contentSchema",
+    "$anchor", "$dynamicAnchor", "$vocabulary", "$defs", "definitions", "discriminator",
+    "xml", "externalDocs", "example", "$recursiveAnchor", "nullable",
+}
+# Keywords the converter enforces (or rejects explicitly below).
+_TYPE_KW = {"type", "enum", "const"}
+_NUM_KW = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+_STR_KW = {"minLength", "maxLength", "pattern", "format"}
+_OBJ_KW = {"properties", "patternProperties", "additionalProperties", "required", "propertyNames",
+           "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies",
+           "unevaluatedProperties"}
+_ARR_KW = {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains",
+           "minContains", "maxContains", "uniqueItems", "unevaluatedItems"}
+_APPLICATORS = {"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef",
+                "$recursiveRef"}
+_INTERNAL = {"$xg:notEnum", "$xg:notPattern", "$xg:notFormat", "$xg:forbid", "$xg:types"}
+KNOWN = ANNOTATIONS | _TYPE_KW | _NUM_KW | _STR_KW | _OBJ_KW | _ARR_KW | _APPLICATORS | _INTERNAL
+
+_ALL_TYPES = frozenset({"null", "boolean", "object", "array", "string", "int", "frac"})
+_TYPE_MAP = {
+    "null": {"null"}, "boolean": {"boolean"}, "object": {"object"}, "array": {"array"},
+    "string": {"string"}, "integer": {"int"}, "number": {"int", "frac"},
+}
+
+
+def _ptr_join(path: str, *tokens) -> str:
+    out = path
+    for t in tokens:
+        out += "/" + str(t).replace("~", "~0").replace("/", "~1")
+    return out
+
+
+def _json_type(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "int" if v.is_integer() else "frac"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, (list, tuple)):
+        return "array"
+    if isinstance(v, dict):
+        return "object"
+    raise GrammarError(f"not a JSON value: {v!r}")
+
+
+def _json_equal(a, b) -> bool:
+    ta, tb = _json_type(a), _json_type(b)
+    if ta in ("int", "frac") and tb in ("int", "frac"):
+        return Fraction(a) == Fraction(b) if not (isinstance(a, float) and isinstance(b, float)) else a == b
+    if ta != tb:
+        return False
+    if ta == "array":
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if ta == "object":
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    return a == b
+
+
+class _Layout:
+    def __init__(self, any_ws: bool, indent: Optional[int], separators, max_ws: Optional[int]):
+        self.any_ws = any_ws
+        self.indent = indent
+        if max_ws is None:
+            self.ws = r"[ \n\t\r]*"
+        else:
+            self.ws = r"[ \n\t\r]{0,%d}" % max_ws
+        if separators is None:
+            separators = (",", ": ") if indent is not None else (", ", ": ")
+        self.item_sep, self.key_sep = separators
+
+    def depth_key(self, d: int) -> int:
+        return d if (not self.any_ws and self.indent is not None and d < _INDENT_DEPTH_CAP) else -1
+
+    def _free(self, d: int) -> bool:
+        return self.any_ws or (self.indent is not None and d >= _INDENT_DEPTH_CAP)
+
+    def first(self, d: int) -> str:
+        if self._free(d):
+            return self.ws
+        if self.indent is None:
+            return ""
+        return _lit("\n" + " " * (self.indent * (d + 1)))
+
+    def sep(self, d: int) -> str:
+        if self._free(d):
+            return f'{self.ws} "," {self.ws}'
+        if self.indent is None:
+            return _lit(self.item_sep)
+        return _lit(self.item_sep + "\n" + " " * (self.indent * (d + 1)))
+
+    def last(self, d: int) -> str:
+        if self._free(d):
+            return self.ws
+        if self.indent is None:
+            return ""
+        return _lit("\n" + " " * (self.indent * d))
+
+    def colon(self, d: int) -> str:
+        if self._free(d):
+            return f'{self.ws} ":" {self.ws}'
+        return _lit(self.key_sep)
+
+    def empty(self, d: int, open_: str, close: str) -> str:
+        if self._free(d):
+            return f'"{open_}" {self.ws} "{close}"'
+        return f'"{open_}{close}"'
+
+
+def _lit(text: str) -> str:
+    if text == "":
+        return '""'
+    from .grammar import ebnf_string_literal
+
+    return ebnf_string_literal(text)
+
+
+def _seq(*items) -> str:
+    return " ".join(i for i in items if i and i != '""') or '""'
+
+
+def _alt(items) -> Optional[str]:
+    items = [i for i in items if i is not None]
+    out = []
+    for i in items:
+        if i not in out:
+            out.append(i)
+    if not out:
+        return None
+    if len(out) == 1:
+        return out[0]
+    return "(" + " | ".join(out) + ")"
+
+
+class _Unsupported(Exception):
+    pass
+
+
+class _Converter:
+    def __init__(self, schema, *, any_whitespace=True, indent=None, separators=None,
+                 strict_mode=True, max_whitespace_cnt=None, any_order=False, lenient=False):
+        self.root = schema
+        self.layout = _Layout(any_whitespace, indent, separators, max_whitespace_cnt)
+        self.strict = strict_mode
+        self.any_order = any_order
+        self.lenient = lenient
+        self.rules: Dict[str, str] = {}
+        self.used_names = set()
+        self.rule_cache: Dict[Any, str] = {}
+        self.in_progress = set()
+        self.negations: Dict[int, list] = {}
+        self.resources: Dict[str, Any] = {}
+        self.anchors: Dict[str, Tuple[Any, str]] = {}
+        self.base_of: Dict[int, str] = {}
+        self.ptr_of: Dict[int, str] = {}
+        self.dfa_cache: Dict[Any, Any] = {}
+        self.alt_count = 0
+        self.keep = []  # internal dicts kept alive (their ids are cache keys)
+        self.index(schema, _DEFAULT_BASE, "")
+        self.any_rule_names: Dict[int, str] = {}
+
+    # ------------------------------------------------------------------ errors
+    def fail(self, keyword: str, path: str, why: str = "") -> None:
+        """Raise, or warn when lenient (the caller then over-approximates)."""
+        msg = f'unsupported keyword "{keyword}" at {path or "/"}'
+        if why:
+            msg += f": {why}"
+        if not self.lenient:
+            raise GrammarError(msg)
+        warnings.warn(msg + " (ignored: lenient)", stacklevel=4)
+
+    def bad(self, keyword: str, path: str, why: str) -> None:
+        raise GrammarError(f'invalid schema: keyword "{keyword}" at {path or "/"}: {why}')
+
+    # ------------------------------------------------------------------ rules
+    def new_name(self, hint: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", hint).strip("-") or "r"
+        if not re.match(r"[A-Za-z_]", base):
+            base = "r-" + base
+        base = base[:60]
+        name = base
+        i = 1
+        while name in self.used_names or name == "root":
+            i += 1
+            name = f"{base}-{i}"
+        self.used_names.add(name)
+        return name
+
+    def add_rule(self, name: str, body: str) -> None:
+        self.used_names.add(name)
+        self.rules[name] = body
+
+    # ------------------------------------------------------------------ refs
+    def index(self, node, base: str, ptr: str) -> None:
+        if isinstance(node, dict):
+            nid = node.get("$id") if isinstance(node.get("$id"), str) else None
+            if nid is None and isinstance(node.get("id"), str) and "$schema" in node and "draft-04" in str(node["$schema"]):
+                nid = node["id"]
+            if nid is not None:
+                base = urljoin(base, nid)
+                base, frag = urldefrag(base)
+                self.resources.setdefault(base, (node, ptr))
+            if not ptr:
+                self.resources.setdefault(base, (node, ptr))
+            for akw in ("$anchor", "$dynamicAnchor"):
+                if isinstance(node.get(akw), str):
+                    self.anchors.setdefault(base + "#" + node[akw], (node, ptr))
+            self.base_of[id(node)] = base
+            self.ptr_of[id(node)] = ptr
+            for k, v in node.items():
+                if k in ("enum", "const", "default", "examples", "example"):
+                    continue
+                if isinstance(v, (dict, list)):
+                    self.index(v, base, _ptr_join(ptr, k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                if isinstance(v, (dict, list)):
+                    self.index(v, base, _ptr_join(ptr, i))
+
+    def resolve_ref(self, ref: str, holder: dict, path: str) -> Tuple[Any, str]:
+        base = self.base_of.get(id(holder), _DEFAULT_BASE)
+        full = urljoin(base, ref)
+        doc, frag = urldefrag(full)
+        if full in self.anchors:
+            return self.anchors[full]
+        if doc not in self.resources:
+            self.fail("$ref", path, f"cannot resolve {ref!r} (remote references are not fetched)")
+            return True, path
+        node, ptr = self.resources[doc]
+        if frag == "":
+            return node, ptr
+        if not frag.startswith("/"):
+            self.fail("$ref", path, f"unknown anchor in {ref!r}")
+            return True, path
+        for tok in frag.split("/")[1:]:
+            tok = unquote(tok).replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and tok in node:
+                node = node[tok]
+            elif isinstance(node, list) and tok.isdigit() and int(tok) < len(node):
+                node = node[int(tok)]
+            else:
+                self.fail("$ref", path, f"cannot resolve {ref!r}")
+                return True, path
+            ptr = _ptr_join(ptr, tok)
+        if isinstance(node, dict):
+            self.ptr_of.setdefault(id(node), ptr)
+            self.base_of.setdefault(id(node), self.base_of.get(id(holder), _DEFAULT_BASE))
+        return node, ptr
+
+    # ------------------------------------------------------------------ parts
+    def flatten(self, conj):
+        """Expand $ref and allOf; None when a part is `false`.  Parts: (schema, path,
+        skip) with skip the keywords already handled for that schema."""
+        out: List[list] = []
+        pos: Dict[int, int] = {}
+        stack = list(conj)
+        i = 0
+        while i < len(stack):
+            s, path, skip = stack[i]
+            i += 1
+            if s is True:
+                continue
+            if s is False:
+                return None
+            if not isinstance(s, dict):
+                self.bad("schema", path, "a schema must be an object or a boolean")
+            if id(s) in pos:
+                k = pos[id(s)]
+                out[k][2] = out[k][2] | skip
+                continue
+            pos[id(s)] = len(out)
+            out.append([s, path, skip])
+            for kw in s:
+                if kw not in KNOWN and not kw.startswith("x-"):
+                    pass  # unknown keywords are annotations (specification)
+            if "$ref" in s and "$ref" not in skip:
+                ref = s["$ref"]
+                if not isinstance(ref, str):
+                    self.bad("$ref", path, "must be a string")
+                target, tpath = self.resolve_ref(ref, s, _ptr_join(path, "$ref"))
+                stack.append((target, tpath, frozenset()))
+            for kw in ("$dynamicRef", "$recursiveRef"):
+                if kw in s and kw not in skip:
+                    ref = s[kw]
+                    if kw == "$dynamicRef" and isinstance(ref, str) and "#" in ref and not ref.split("#", 1)[1].startswith("/"):
+                        self.fail(kw, _ptr_join(path, kw), "dynamic scopes are not supported")
+                        continue
+                    target, tpath = self.resolve_ref(ref, s, _ptr_join(path, kw))
+                    stack.append((target, tpath, frozenset()))
+            if "allOf" in s and "allOf" not in skip:
+                subs = s["allOf"]
+                if not isinstance(subs, list):
+                    self.bad("allOf", path, "must be an array")
+                for j, sub in enumerate(subs):
+                    stack.append((sub, _ptr_join(path, "allOf", j), frozenset()))
+        return [tuple(p) for p in out]
+
+    # ------------------------------------------------------------------ values
+    def any_value(self, d: int) -> str:
+        """The builtin any-JSON-value grammar (layout-aware)."""
+        key = ("any", self.layout.depth_key(d))
+        if key in self.rule_cache:
+            return self.rule_cache[key]
+        name = self.new_name("any-value" + ("" if key[1] < 0 else f"-{d}"))
+        self.rule_cache[key] = name
+        lay = self.layout
+        if key[1] < 0:
+            obj_name = self.new_name("any-object")
+            arr_name = self.new_name("any-array")
+            inner = name
+            self.add_rule(name, _alt([obj_name, arr_name, R.JSON_STRING_LOOSE, F.JSON_NUMBER, '"true"', '"false"', '"null"']))
+            member = f"{R.JSON_STRING_LOOSE} {lay.colon(d)} {inner}"
+            self.add_rule(obj_name, f'"{{" {lay.ws} ({member} ({lay.sep(d)} {member})* {lay.ws})? "}}"')
+            self.add_rule(arr_name, f'"[" {lay.ws} ({inner} ({lay.sep(d)} {inner})* {lay.ws})? "]"')
+            return name
+        inner = self.any_value(d + 1)
+        member = f"{R.JSON_STRING_LOOSE} {lay.colon(d)} {inner}"
+        obj = f'("{{" {lay.first(d)} {member} ({lay.sep(d)} {member})* {lay.last(d)} "}}" | {lay.empty(d, "{", "}")})'
+        arr = f'("[" {lay.first(d)} {inner} ({lay.sep(d)} {inner})* {lay.last(d)} "]" | {lay.empty(d, "[", "]")})'
+        self.add_rule(name, _alt([obj, arr, R.JSON_STRING_LOOSE, F.JSON_NUMBER, '"true"', '"false"', '"null"']))
+        return name
+
+    def value(self, conj, d: int, hint: str = "v") -> Optional[str]:
+        parts = self.flatten(conj)
+        if parts is None:
+            return None
+        if not parts:
+            return self.any_value(d)
+        # cache whole values that need rules (objects/arrays) by their parts
+        key = (tuple(sorted((id(s), skip) for s, _, skip in parts)), self.layout.depth_key(d))
+        if key in self.rule_cache:
+            return self.rule_cache[key]
+        if self.needs_rule(parts):
+            name = self.new_name(hint)
+            self.rule_cache[key] = name
+            self.in_progress.add(key)
+            body = self.value_body(parts, d, hint=name)
+            self.in_progress.discard(key)
+            if body is None:
+                body = "[^\\x00-\\U0010ffff]"  # never referenced when empty (see below)
+                self.add_rule(name, body)
+                self.empty_rules.add(name)
+                return None
+            self.add_rule(name, body)
+            return name
+        return self.value_body(parts, d, hint)
+
+    empty_rules: set
+
+    def needs_rule(self, parts) -> bool:
+        for s, _, skip in parts:
+            if any(k in s for k in _OBJ_KW | _ARR_KW):
+                return True
+            t = s.get("type")
+            if t in ("object", "array") or (isinstance(t, list) and ("object" in t or "array" in t)):
+                return True
+            if any(k in s and k not in skip for k in ("anyOf", "oneOf", "if", "not")):
+                return True
+        return False
+
+    def value_body(self, parts, d: int, hint: str) -> Optional[str]:
+        # 1. combinators: distribute the first one found
+        for idx, (s, path, skip) in enumerate(parts):
+            for kw in ("not", "if", "anyOf", "oneOf"):
+                if kw in s and kw not in skip:
+                    return self.distribute(parts, idx, kw, d, hint)
+        return self.typed(parts, d, hint)
+
+    def with_skip(self, parts, idx, kw):
+        s, path, skip = parts[idx]
+        out = list(parts)
+        out[idx] = (s, path, skip | {kw})
+        return out
+
+    def distribute(self, parts, idx, kw, d, hint) -> Optional[str]:
+        s, path, skip = parts[idx]
+        base = self.with_skip(parts, idx, kw)
+        kpath = _ptr_join(path, kw)
+        branches: List[list] = []
+        if kw == "anyOf" or kw == "oneOf":
+            subs = s[kw]
+            if not isinstance(subs, list) or not subs:
+                self.bad(kw, path, "must be a non-empty array")
+            subs = [(sub, _ptr_join(kpath, j), frozenset()) for j, sub in enumerate(subs)]
+            if kw == "anyOf":
+                branches = [[b] for b in subs]
+            else:
+                branches = self.one_of_branches(subs, kpath)
+        elif kw == "not":
+            alts = self.negate(s["not"], kpath)
+            branches = [[(a, kpath, frozenset())] for a in alts]
+        elif kw == "if":
+            cond = s["if"]
+            then = s.get("then", True)
+            els = s.get("else", True)
+            base = self.with_skip(self.with_skip(self.with_skip(parts, idx, "if"), idx, "then"), idx, "else")
+            branches = [[(cond, kpath, frozenset()), (then, _ptr_join(path, "then"), frozenset())]]
+            for a in self.negate(cond, kpath):
+                branches.append([(a, kpath, frozenset()), (els, _ptr_join(path, "else"), frozenset())])
+        self.alt_count += len(branches)
+        if self.alt_count > _MAX_ALTERNATIVES:
+            raise GrammarError(f'schema too large: more than {_MAX_ALTERNATIVES} alternatives (at "{kw}" {path or "/"})')
+        out = []
+        for br in branches:
+            out.append(self.value(base + br, d, hint))
+        return _alt(out)
+
+    def one_of_branches(self, subs, kpath) -> List[list]:
+        n = len(subs)
+        if n == 1 or self.pairwise_disjoint([b[0] for b in subs]):
+            return [[b] for b in subs]
+        # exact: branch i and not every other branch
+        out = []
+        try:
+            negs = [self.negate(b[0], b[1]) for b in subs]
+        except _Unsupported as e:
+            self.fail("oneOf", kpath, f"branches may overlap and cannot be negated ({e})")
+            return [[b] for b in subs]
+        for i in range(n):
+            # product of the negations of the others
+            combos = [[subs[i]]]
+            for j in range(n):
+                if j == i:
+                    continue
+                new = []
+                for c in combos:
+                    for a in negs[j]:
+                        new.append(c + [(a, subs[j][1], frozenset())])
+                combos = new
+                if len(combos) > _MAX_CASES:
+                    raise GrammarError(f'"oneOf" at {kpath}: too many cases to make the branches exclusive')
+                if not combos:
+                    break
+            out.extend(combos)
+        return out
+
+    def type_sig(self, s) -> Optional[frozenset]:
+        """Base types a schema can match (None: unknown/any)."""
+        if s is False:
+            return frozenset()
+        if not isinstance(s, dict):
+            return None
+        types = set(_ALL_TYPES)
+        known = False
+        if "type" in s:
+            known = True
+            t = s["type"]
+            ts = set()
+            for x in (t if isinstance(t, list) else [t]):
+                ts |= _TYPE_MAP.get(x, set())
+            if s.get("nullable") is True:
+                ts.add("null")
+            types &= ts
+        if "$xg:types" in s:
+            known = True
+            types &= set(s["$xg:types"])
+        for k in ("const",):
+            if k in s:
+                known = True
+                types &= {_json_type(s[k])}
+        if "enum" in s and isinstance(s["enum"], list):
+            known = True
+            types &= {_json_type(v) for v in s["enum"]}
+        if "$ref" in s:
+            try:
+                tgt, _ = self.resolve_ref(s["$ref"], s, "")
+                sub = self.type_sig(tgt)
+                if sub is not None:
+                    known = True
+                    types &= sub
+            except GrammarError:
+                pass
+        for sub in s.get("allOf", []) if isinstance(s.get("allOf"), list) else []:
+            sig = self.type_sig(sub)
+            if sig is not None:
+                known = True
+                types &= sig
+        return frozenset(types) if known else None
+
+    def pairwise_disjoint(self, schemas) -> bool:
+        sigs = [self.type_sig(s) for s in schemas]
+        for i in range(len(schemas)):
+            for j in range(i + 1, len(schemas)):
+                if sigs[i] is not None and sigs[j] is not None and not (sigs[i] & sigs[j]):
+                    continue
+                if self.values_disjoint(schemas[i], schemas[j]):
+                    continue
+                if self.objects_disjoint(schemas[i], schemas[j]):
+                    continue
+                return False
+        return True
+
+    def values_disjoint(self, a, b) -> bool:
+        def vals(s):
+            if isinstance(s, dict):
+                if "const" in s:
+                    return [s["const"]]
+                if isinstance(s.get("enum"), list):
+                    return s["enum"]
+            return None
+        va, vb = vals(a), vals(b)
+        if va is None or vb is None:
+            return False
+        return not any(_json_equal(x, y) for x in va for y in vb)
+
+    def objects_disjoint(self, a, b) -> bool:
+        """Both objects-only and a required property with disjoint values."""
+        if not (isinstance(a, dict) and isinstance(b, dict)):
+            return False
+        sa, sb = self.type_sig(a), self.type_sig(b)
+        if sa != frozenset({"object"}) or sb != frozenset({"object"}):
+            return False
+        pa, pb = a.get("properties") or {}, b.get("properties") or {}
+        ra, rb = set(a.get("required") or []), set(b.get("required") or [])
+        for k in set(pa) & set(pb):
+            if k in ra and k in rb and self.values_disjoint(pa[k], pb[k]):
+                return True
+            if k in ra and k in rb:
+                ta, tb = self.type_sig(pa[k]), self.type_sig(pb[k])
+                if ta is not None and tb is not None and not (ta & tb):
+                    return True
+        for k in ra:
+            if pb.get(k) is False:
+                return True
+        for k in rb:
+            if pa.get(k) is False:
+                return True
+        return False
+
+    # ------------------------------------------------------------------ negation
+    def negate(self, s, path) -> list:
+        """Schemas whose union is the complement of ``s`` (raises/lenient when not
+        expressible)."""
+        try:
+            return self._negate(s, path)
+        except _Unsupported as e:
+            self.fail("not", path, str(e))
+            return [True]
+
+    def _negate(self, s, path) -> list:
+        if s is True:
+            return []
+        if s is False:
+            return [True]
+        if not isinstance(s, dict):
+            self.bad("not", path, "a schema must be an object or a boolean")
+        if id(s) in self.negations:
+            return self.negations[id(s)]
+        out: list = []
+        self.negations[id(s)] = out  # recursion guard (filled below)
+        T = _TYPE_MAP
+        alts = []
+        keys = set(s)
+        handled = set(ANNOTATIONS) | {k for k in keys if k.startswith("x-")}
+
+        def keep(d):
+            self.keep.append(d)
+            alts.append(d)
+
+        typeset = None
+        if "type" in s:
+            ts = set()
+            for x in (s["type"] if isinstance(s["type"], list) else [s["type"]]):
+                ts |= T.get(x, set())
+            if s.get("nullable") is True:
+                ts.add("null")
+            typeset = ts
+            rest = _ALL_TYPES - ts
+            if rest:
+                keep({"$xg:types": sorted(rest)})
+            handled.add("type")
+        else:
+            ts = set(_ALL_TYPES)
+
+        def scoped(kind, d):
+            """d applies to instances of `kind` that also pass `type`."""
+            base = set(T[kind]) & ts
+            if not base:
+                return
+            d = dict(d)
+            d["$xg:types"] = sorted(base)
+            keep(d)
+
+        for k in ("enum", "const"):
+            if k in s:
+                vals = [s["const"]] if k == "const" else s["enum"]
+                keep({"$xg:notEnum": vals})
+                handled.add(k)
+        for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+            if k in s:
+                v = s[k]
+                if isinstance(v, bool):
+                    handled.add(k)
+                    continue
+                if k == "minimum":
+                    excl = s.get("exclusiveMinimum") is True
+                    scoped("number", {"maximum" if excl else "exclusiveMaximum": v})
+                elif k == "maximum":
+                    excl = s.get("exclusiveMaximum") is True
+                    scoped("number", {"minimum" if excl else "exclusiveMinimum": v})
+                elif k == "exclusiveMinimum":
+                    scoped("number", {"maximum": v})
+                else:
+                    scoped("number", {"minimum": v})
+                handled.add(k)
+        if "minLength" in s:
+            if s["minLength"] > 0:
+                scoped("string", {"maxLength": s["minLength"] - 1})
+            handled.add("minLength")
+        if "maxLength" in s:
+            scoped("string", {"minLength": s["maxLength"] + 1})
+            handled.add("maxLength")
+        if "pattern" in s:
+            scoped("string", {"$xg:notPattern": s["pattern"]})
+            handled.add("pattern")
+        if "format" in s:
+            if s["format"] in F.FORMAT_PATTERNS:
+                scoped("string", {"$xg:notFormat": s["format"]})
+            handled.add("format")
+        if "minItems" in s:
+            if s["minItems"] > 0:
+                scoped("array", {"maxItems": s["minItems"] - 1})
+            handled.add("minItems")
+        if "maxItems" in s:
+            scoped("array", {"minItems": s["maxItems"] + 1})
+            handled.add("maxItems")
+        if "minProperties" in s:
+            if s["minProperties"] > 0:
+                scoped("object", {"maxProperties": s["minProperties"] - 1})
+            handled.add("minProperties")
+        if "maxProperties" in s:
+            scoped("object", {"minProperties": s["maxProperties"] + 1})
+            handled.add("maxProperties")
+        if "required" in s:
+            for r in s["required"]:
+                scoped("object", {"properties": {r: False}})
+            handled.add("required")
+        if "properties" in s and not any(k in s for k in ("additionalProperties", "patternProperties", "unevaluatedProperties")):
+            for name, sub in s["properties"].items():
+                scoped("object", {"required": [name], "properties": {name: {"not": sub}}})
+            handled.add("properties")
+        if "items" in s and "prefixItems" not in s and isinstance(s["items"], (dict, bool)) and "unevaluatedItems" not in s:
+            if s["items"] is not True:
+                scoped("array", {"contains": {"not": s["items"]}, "items": True})
+            handled.add("items")
+        if "contains" in s and not any(k in s for k in ("minContains", "maxContains")):
+            scoped("array", {"items": {"not": s["contains"]}})
+            handled.add("contains")
+        for k in ("additionalProperties", "unevaluatedProperties"):
+            if s.get(k) is False and not any(x in s for x in ("properties", "patternProperties")):
+                scoped("object", {"minProperties": 1})
+                handled.add(k)
+            elif s.get(k) is True:
+                handled.add(k)
+        for k in ("items", "unevaluatedItems"):
+            if s.get(k) is False and "prefixItems" not in s:
+                scoped("array", {"minItems": 1})
+                handled.add(k)
+            elif s.get(k) is True:
+                handled.add(k)
+        if "not" in s:
+            alts.append(s["not"])
+            handled.add("not")
+        if "anyOf" in s:
+            d = {"allOf": [{"not": sub} for sub in s["anyOf"]]}
+            keep(d)
+            handled.add("anyOf")
+        if "allOf" in s:
+            for sub in s["allOf"]:
+                keep({"not": sub})
+            handled.add("allOf")
+        if "$ref" in s:
+            tgt, _ = self.resolve_ref(s["$ref"], s, path)
+            keep({"not": tgt})
+            handled.add("$ref")
+        if "if" in s:
+            then, els = s.get("then", True), s.get("else", True)
+            keep({"allOf": [s["if"], {"not": then}]})
+            keep({"allOf": [{"not": s["if"]}, {"not": els}]})
+            handled |= {"if", "then", "else"}
+        elif "then" in s or "else" in s:
+            handled |= {"then", "else"}
+        if "uniqueItems" in s:
+            if s["uniqueItems"] is True:
+                raise _Unsupported("the complement of uniqueItems is not supported")
+            handled.add("uniqueItems")
+        unknown = [k for k in keys - handled if k in KNOWN]
+        if unknown:
+            raise _Unsupported(f'cannot negate "{unknown[0]}"')
+        out.extend(alts)
+        return out
+
+    # ------------------------------------------------------------------ model
+    def typed(self, parts, d: int, hint: str) -> Optional[str]:
+        types = set(_ALL_TYPES)
+        enum_vals = None
+        not_vals: list = []
+        for s, path, skip in parts:
+            if "type" in s:
+                t = s["type"]
+                ts = set()
+                for x in (t if isinstance(t, list) else [t]):
+                    if x not in _TYPE_MAP:
+                        self.bad("type", path, f"unknown type {x!r}")
+                    ts |= _TYPE_MAP[x]
+                if s.get("nullable") is True:
+                    ts.add("null")
+                types &= ts
+            for k in ("enum", "const"):
+                if k in s:
+                    vals = [s["const"]] if k == "const" else s["enum"]
+                    if not isinstance(vals, list):
+                        self.bad("enum", path, "must be an array")
+                    if enum_vals is None:
+                        enum_vals = list(vals)
+                    else:
+                        enum_vals = [v for v in enum_vals if any(_json_equal(v, w) for w in vals)]
+            if "$xg:types" in s:
+                types &= set(s["$xg:types"])
+            if "$xg:notEnum" in s:
+                not_vals.extend(s["$xg:notEnum"])
+            if "$xg:forbid" in s:
+                return None
+        if enum_vals is not None:
+            return self.enum_values(enum_vals, types, not_vals, parts, d)
+        alts = []
+        if "null" in types and not any(_json_type(v) == "null" for v in not_vals):
+            alts.append('"null"')
+        if "boolean" in types:
+            for b in (True, False):
+                if not any(v is b for v in not_vals):
+                    alts.append('"true"' if b else '"false"')
+        nv = [v for v in not_vals if _json_type(v) in ("int", "frac")]
+        if "int" in types or "frac" in types:
+            alts.append(self.number(parts, "frac" not in types, nv, hint, nonint="int" not in types))
+        if "string" in types:
+            alts.append(self.string(parts, [v for v in not_vals if isinstance(v, str)], hint))
+        ov = [v for v in not_vals if isinstance(v, (dict, list))]
+        if ov and ("object" in types or "array" in types):
+            self.fail("not", parts[0][1], "excluding object or array values is not supported")
+        if "object" in types:
+            alts.append(self.obj(parts, d, hint))
+        if "array" in types:
+            alts.append(self.array(parts, d, hint))
+        return _alt(alts)
+
+    # ------------------------------------------------------------------ enum
+    def enum_values(self, vals, types, not_vals, parts, d) -> Optional[str]:
+        out = []
+        for v in vals:
+            if _json_type(v) not in types:
+                continue
+            if any(_json_equal(v, w) for w in not_vals):
+                continue
+            ok = True
+            for s, path, skip in parts:
+                r = self.check(v, s, path, skip)
+                if r is False:
+                    ok = False
+                    break
+            if ok:
+                out.append(self.literal(v, d))
+        return _alt(out)
+
+    def literal(self, v, d: int) -> str:
+        """All texts (as json.dumps writes, with the layout's whitespace) equal to v."""
+        lay = self.layout
+        if v is None:
+            return '"null"'
+        if v is True:
+            return '"true"'
+        if v is False:
+            return '"false"'
+        if isinstance(v, (int, float)):
+            sp = F.value_spellings_of(v)
+            if sp is None:
+                raise GrammarError(f"cannot match the number {v!r}")
+            return sp
+        if isinstance(v, str):
+            return R.string_literal_expr(v)
+        if isinstance(v, list):
+            if not v:
+                return lay.empty(d, "[", "]")
+            items = f" {lay.sep(d)} ".join(self.literal(x, d + 1) for x in v)
+            return f'"[" {lay.first(d)} {items} {lay.last(d)} "]"'
+        if isinstance(v, dict):
+            if not v:
+                return lay.empty(d, "{", "}")
+            if len(v) > 6 and self.any_order:
+                raise GrammarError("an object constant with more than 6 keys cannot be matched in any order")
+            import itertools
+
+            orders = [list(v.items())] if not self.any_order else [list(p) for p in itertools.permutations(v.items())]
+            alts = []
+            for items in orders:
+                members = f" {lay.sep(d)} ".join(
+                    f"{R.string_literal_expr(k)} {lay.colon(d)} {self.literal(x, d + 1)}" for k, x in items)
+                alts.append(f'"{{" {lay.first(d)} {members} {lay.last(d)} "}}"')
+            return _alt(alts)
+        raise GrammarError(f"not a JSON value: {v!r}")
+
+    # ------------------------------------------------------------------ mini validator
+    def check(self, v, s, path, skip=frozenset()) -> bool:
+        """Whether value v is valid under schema s (used for enum filtering)."""
+        if s is True:
+            return True
+        if s is False:
+            return False
+        t = _json_type(v)
+        for k, x in s.items():
+            if k in skip or k in ANNOTATIONS or k not in KNOWN or k in ("then", "else"):
+                continue
+            if k == "type":
+                ts = set()
+                for y in (x if isinstance(x, list) else [x]):
+                    ts |= _TYPE_MAP.get(y, set())
+                if s.get("nullable") is True:
+                    ts.add("null")
+                if t not in ts:
+                    return False
+            elif k == "enum":
+                if not any(_json_equal(v, w) for w in x):
+                    return False
+            elif k == "const":
+                if not _json_equal(v, x):
+                    return False
+            elif k == "$xg:notEnum":
+                if any(_json_equal(v, w) for w in x):
+                    return False
+            elif k == "$xg:forbid":
+                return False
+            elif k == "$xg:types":
+                if t not in x:
+                    return False
+            elif k in _NUM_KW:
+                if t not in ("int", "frac") or isinstance(x, bool):
+                    continue
+                fv = Fraction(repr(v)) if isinstance(v, float) else Fraction(v)
+                fx = Fraction(repr(x)) if isinstance(x, float) else Fraction(x)
+                if k == "minimum" and (fv < fx or (fv == fx and s.get("exclusiveMinimum") is True)):
+                    return False
+                if k == "maximum" and (fv > fx or (fv == fx and s.get("exclusiveMaximum") is True)):
+                    return False
+                if k == "exclusiveMinimum" and fv <= fx:
+                    return False
+                if k == "exclusiveMaximum" and fv >= fx:
+                    return False
+                if k == "multipleOf" and (fv / fx).denominator != 1:
+                    return False
+            elif k in _STR_KW or k in ("$xg:notPattern", "$xg:notFormat"):
+                if t != "string":
+                    continue
+                if k == "minLength" and len(v) < x:
+                    return False
+                if k == "maxLength" and len(v) > x:
+                    return False
+                if k == "pattern" and not self.dfa_for(("pat", x), path).accepts(v):
+                    return False
+                if k == "$xg:notPattern" and self.dfa_for(("pat", x), path).accepts(v):
+                    return False
+                if k == "format" and x in F.FORMAT_PATTERNS and not self.dfa_for(("fmt", x), path).accepts(v):
+                    return False
+                if k == "$xg:notFormat" and self.dfa_for(("fmt", x), path).accepts(v):
+                    return False
+            elif k in ("allOf", "anyOf", "oneOf"):
+                rs = [self.check(v, sub, path) for sub in x]
+                if k == "allOf" and not all(rs):
+                    return False
+                if k == "anyOf" and not any(rs):
+                    return False
+                if k == "oneOf" and sum(rs) != 1:
+                    return False
+            elif k == "not":
+                if self.check(v, x, path):
+                    return False
+            elif k == "if":
+                branch = s.get("then", True) if self.check(v, x, path) else s.get("else", True)
+                if not self.check(v, branch, path):
+                    return False
+            elif k in ("$ref", "$dynamicRef", "$recursiveRef"):
+                tgt, tp = self.resolve_ref(x, s, path)
+                if not self.check(v, tgt, tp):
+                    return False
+            elif k in _OBJ_KW:
+                if t != "object":
+                    continue
+                if not self.check_object(v, s, k, x, path):
+                    return False
+            elif k in _ARR_KW:
+                if t != "array":
+                    continue
+                if not self.check_array(v, s, k, x, path):
+                    return False
+        return True
+
+    def check_object(self, v, s, k, x, path) -> bool:
+        if k == "required":
+            return all(r in v for r in x)
+        if k == "properties":
+            return all(self.check(v[p], sub, path) for p, sub in x.items() if p in v)
+        if k == "minProperties":
+            return len(v) >= x
+        if k == "maxProperties":
+            return len(v) <= x
+        if k == "propertyNames":
+            return all(self.check(key, x, path) for key in v)
+        if k == "patternProperties":
+            return all(self.check(v[key], sub, path) for pat, sub in x.items() for key in v
+                       if self.dfa_for(("pat", pat), path).accepts(key))
+        if k in ("additionalProperties", "unevaluatedProperties"):
+            props = s.get("properties") or {}
+            pats = list((s.get("patternProperties") or {}).keys())
+            for key in v:
+                if key in props or any(self.dfa_for(("pat", p), path).accepts(key) for p in pats):
+                    continue
+                if k == "unevaluatedProperties" and "additionalProperties" in s:
+                    continue
+                if k == "unevaluatedProperties" and any(a in s for a in ("allOf", "anyOf", "oneOf", "$ref", "if")):
+                    raise GrammarError(f'"unevaluatedProperties" at {path}: cannot check a constant')
+                if not self.check(v[key], x, path):
+                    return False
+            return True
+        if k == "dependentRequired":
+            return all(all(r in v for r in reqs) for p, reqs in x.items() if p in v)
+        if k == "dependentSchemas":
+            return all(self.check(v, sub, path) for p, sub in x.items() if p in v)
+        if k == "dependencies":
+            for p, dep in x.items():
+                if p in v:
+                    if isinstance(dep, list):
+                        if not all(r in v for r in dep):
+                            return False
+                    elif not self.check(v, dep, path):
+                        return False
+            return True
+        return True
+
+    def check_array(self, v, s, k, x, path) -> bool:
+        if k == "minItems":
+            return len(v) >= x
+        if k == "maxItems":
+            return len(v) <= x
+        if k == "prefixItems":
+            return all(self.check(a, sub, path) for a, sub in zip(v, x))
+        if k == "items":
+            if isinstance(x, list):
+                return all(self.check(a, sub, path) for a, sub in zip(v, x))
+            start = len(s.get("prefixItems") or [])
+            return all(self.check(a, x, path) for a in v[start:])
+        if k == "additionalItems":
+            if isinstance(s.get("items"), list):
+                return all(self.check(a, x, path) for a in v[len(s["items"]):])
+            return True
+        if k == "uniqueItems":
+            if x is True:
+                for i in range(len(v)):
+                    for j in range(i + 1, len(v)):
+                        if _json_equal(v[i], v[j]):
+                            return False
+            return True
+        if k in ("contains", "minContains", "maxContains"):
+            if "contains" not in s:
+                return True
+            n = sum(1 for a in v if self.check(a, s["contains"], path))
+            lo = s.get("minContains", 1)
+            hi = s.get("maxContains")
+            return n >= lo and (hi is None or n <= hi)
+        if k == "unevaluatedItems":
+            if any(a in s for a in ("allOf", "anyOf", "oneOf", "$ref", "if", "contains")):
+                raise GrammarError(f'"unevaluatedItems" at {path}: cannot check a constant')
+            if "items" in s:
+                return True
+            start = len(s.get("prefixItems") or [])
+            return all(self.check(a, x, path) for a in v[start:])
+        return True
+
+    # ------------------------------------------------------------------ numbers
+    def number(self, parts, integer: bool, not_vals, hint, nonint: bool = False) -> Optional[str]:
+        lo = hi = None
+        lo_excl = hi_excl = False
+        mults = []
+        path0 = parts[0][1]
+
+        def tighten_lo(v, excl):
+            nonlocal lo, lo_excl
+            fv = Fraction(v)
+            if lo is None or fv > Fraction(lo) or (fv == Fraction(lo) and excl and not lo_excl):
+                lo, lo_excl = v, excl
+
+        def tighten_hi(v, excl):
+            nonlocal hi, hi_excl
+            fv = Fraction(v)
+            if hi is None or fv < Fraction(hi) or (fv == Fraction(hi) and excl and not hi_excl):
+                hi, hi_excl = v, excl
+
+        for s, path, skip in parts:
+            for k in _NUM_KW:
+                if k in s and not isinstance(s[k], bool) and not isinstance(s[k], (int, float)):
+                    self.bad(k, path, "must be a number")
+            if "minimum" in s:
+                tighten_lo(s["minimum"], s.get("exclusiveMinimum") is True)
+            if "maximum" in s:
+                tighten_hi(s["maximum"], s.get("exclusiveMaximum") is True)
+            if "exclusiveMinimum" in s and not isinstance(s["exclusiveMinimum"], bool):
+                tighten_lo(s["exclusiveMinimum"], True)
+            if "exclusiveMaximum" in s and not isinstance(s["exclusiveMaximum"], bool):
+                tighten_hi(s["exclusiveMaximum"], True)
+            if "multipleOf" in s:
+                m = s["multipleOf"]
+                if isinstance(m, bool) or m <= 0:
+                    self.bad("multipleOf", path, "must be a number > 0")
+                mults.append((m, path))
+            fmt = s.get("format")
+            if fmt in F.NUMERIC_FORMATS:
+                a, b = F.NUMERIC_FORMATS[fmt]
+                tighten_lo(a, False)
+                tighten_hi(b, False)
+                integer = True
+        multiple = None
+        if mults:
+            k = None
+            for m, _ in mults:
+                fm = Fraction(repr(m)) if isinstance(m, float) else Fraction(m)
+                k = fm if k is None else _lcm_frac(k, fm)
+            multiple = int(k) if k.denominator == 1 else float(k) if Fraction(repr(float(k))) == k else None
+            if multiple is None:
+                self.fail("multipleOf", mults[0][1], "the multiples' least common multiple is not a short decimal")
+        if integer and nonint:
+            return None
+        try:
+            return F.number_expr(lo, lo_excl, hi, hi_excl, integer, multiple,
+                                 add_rule=self.add_rule, prefix=self.new_name(hint + "-num"),
+                                 nonint=nonint, exclude=tuple(not_vals))
+        except F.NumberError as e:
+            mpath = mults[0][1] if mults else path0
+            self.fail("not" if not_vals else "multipleOf", mpath, str(e))
+            return F.number_expr(lo, lo_excl, hi, hi_excl, integer, None, nonint=nonint)
+
+    # ------------------------------------------------------------------ strings
+    def dfa_for(self, key, path):
+        if key in self.dfa_cache:
+            return self.dfa_cache[key]
+        kind, x = key
+        if kind == "pat":
+            ir = self.pattern_ir(x, path)
+        else:
+            ir = R.parse_pattern(F.FORMAT_PATTERNS[x])
+        try:
+            dfa = R.DFA.from_ir(ir)
+        except R.DFAError as e:
+            raise GrammarError(f'"pattern" at {path}: {e}') from None
+        self.dfa_cache[key] = dfa
+        return dfa
+
+    def pattern_ir(self, pattern, path):
+        if not isinstance(pattern, str):
+            self.bad("pattern", path, "must be a string")
+        try:
+            return R.parse_pattern(pattern)
+        except R.PatternError as e:
+            raise GrammarError(f'unsupported keyword "pattern" at {path}: {e}') from None
+
+    def string(self, parts, not_vals, hint) -> Optional[str]:
+        min_len, max_len = 0, None
+        irs = []  # (ir, keyword, path)
+        negs = []  # (ir, keyword, path)
+        for s, path, skip in parts:
+            if "minLength" in s:
+                min_len = max(min_len, _nonneg_int(self, s["minLength"], "minLength", path))
+            if "maxLength" in s:
+                v = _nonneg_int(self, s["maxLength"], "maxLength", path)
+                max_len = v if max_len is None else min(max_len, v)
+            if "pattern" in s:
+                p = _ptr_join(path, "pattern")
+                try:
+                    irs.append((self.pattern_ir(s["pattern"], p), "pattern", p))
+                except GrammarError:
+                    if not self.lenient:
+                        raise
+                    self.fail("pattern", p, "not translatable")
+            if "format" in s:
+                fmt = s["format"]
+                p = _ptr_join(path, "format")
+                if fmt in F.FORMAT_PATTERNS:
+                    irs.append((R.parse_pattern(F.FORMAT_PATTERNS[fmt]), "format", p))
+                    if fmt in F.FORMAT_MAX_LENGTH:
+                        max_len = F.FORMAT_MAX_LENGTH[fmt] if max_len is None else min(max_len, F.FORMAT_MAX_LENGTH[fmt])
+                elif fmt in F.UNSUPPORTED_FORMATS:
+                    self.fail("format", p, f"format {fmt!r} cannot be expressed as a grammar")
+            if "$xg:notPattern" in s:
+                negs.append((self.pattern_ir(s["$xg:notPattern"], path), "not", path))
+            if "$xg:notFormat" in s:
+                negs.append((R.parse_pattern(F.FORMAT_PATTERNS[s["$xg:notFormat"]]), "not", path))
+        if max_len is not None and max_len < min_len:
+            return None
+        q = '"\\""'
+        if not irs and not negs and not not_vals:
+            if min_len == 0 and max_len is None:
+                return R.JSON_STRING_LOOSE
+            ch = R.json_char()
+            if max_len is None:
+                rep = "%s{%d,}" % (ch, min_len)
+            elif min_len == max_len:
+                rep = "%s{%d}" % (ch, min_len) if min_len else '""'
+            else:
+                rep = "%s{%d,%d}" % (ch, min_len, max_len)
+            return f"{q} {rep} {q}"
+        if len(irs) == 1 and not negs:
+            ir = irs[0][0]
+            lo, hi = R.length_bounds(ir)
+            implied = lo >= min_len and (max_len is None or (hi is not None and hi <= max_len))
+            if implied and not not_vals:
+                return f"{q} {R.emit(ir)} {q}"
+            one = R.single_class_repeat(ir)
+            if one and not not_vals:
+                cs, a, b = one
+                a2 = max(a, min_len)
+                b2 = b if max_len is None else (max_len if b is None else min(b, max_len))
+                if b2 is not None and b2 < a2:
+                    return None
+                return f"{q} {R.emit(R.n_rep(R.n_set(cs), a2, b2))} {q}"
+        if not irs and not negs and not_vals and min_len == 0 and max_len is None:
+            return f"{q} {R.string_except(not_vals)} {q}"
+        # general case: intersect automata
+        try:
+            dfa = None
+            for ir, kw, p in irs:
+                dd = R.DFA.from_ir(ir)
+                dfa = dd if dfa is None else dfa.intersect(dd)
+            if min_len > 0 or max_len is not None:
+                lim = R.DFA.from_ir(R.n_rep(R.n_set(R.ALL), min_len, max_len))
+                dfa = lim if dfa is None else dfa.intersect(lim)
+            for ir, kw, p in negs:
+                comp = R.DFA.from_ir(ir).complement()
+                dfa = comp if dfa is None else dfa.intersect(comp)
+            if not_vals:
+                comp = R.words_dfa(not_vals).complement()
+                dfa = comp if dfa is None else dfa.intersect(comp)
+        except R.DFAError as e:
+            kw, p = (irs[0][1], irs[0][2]) if irs else ("not", parts[0][1])
+            self.fail(kw, p, f"the combined string constraints are too complex ({e})")
+            if irs:
+                return f"{q} {R.emit(irs[0][0])} {q}"
+            return R.JSON_STRING_LOOSE
+        name = dfa.emit_rules(self.new_name(hint + "-str"), self.add_rule)
+        if name is None:
+            return None
+        return f"{q} {name} {q}"
+
+    # ------------------------------------------------------------------ objects
+    def obj(self, parts, d: int, hint: str) -> Optional[str]:
+        # case analysis for dependencies
+        for idx, (s, path, skip) in enumerate(parts):
+            for kw in ("dependentRequired", "dependentSchemas", "dependencies"):
+                if kw in s and kw not in skip and s[kw]:
+                    return self.obj_dependencies(parts, idx, kw, d, hint)
+        lay = self.layout
+        constrained = any(any(k in s for k in _OBJ_KW) or _mentions(s, "object") for s, _, _ in parts)
+        props: Dict[str, list] = {}
+        order: List[str] = []
+        required = set()
+        min_p, max_p = 0, None
+        name_parts = []
+        explicit_extra = False
+        for s, path, skip in parts:
+            pr = s.get("properties") or {}
+            if not isinstance(pr, dict):
+                self.bad("properties", path, "must be an object")
+            for k in pr:
+                if k not in props:
+                    props[k] = []
+                    order.append(k)
+            req = s.get("required") or []
+            if not isinstance(req, list):
+                self.bad("required", path, "must be an array")
+            required |= set(req)
+            if "minProperties" in s:
+                min_p = max(min_p, _nonneg_int(self, s["minProperties"], "minProperties", path))
+            if "maxProperties" in s:
+                v = _nonneg_int(self, s["maxProperties"], "maxProperties", path)
+                max_p = v if max_p is None else min(max_p, v)
+            if "propertyNames" in s:
+                name_parts.append((s["propertyNames"], _ptr_join(path, "propertyNames"), frozenset()))
+            if any(k in s for k in ("additionalProperties", "unevaluatedProperties", "patternProperties")):
+                explicit_extra = True
+        for s, path, skip in parts:
+            for k in s.get("required") or []:
+                if k not in props:
+                    props[k] = []
+                    order.append(k)
+        # per-key constraints from every part
+        has_patterns = any(s.get("patternProperties") for s, _, _ in parts)
+        for k in order:
+            for s, path, skip in parts:
+                props[k].extend(self.key_constraint(s, path, k))
+        # extra keys (not declared): per part patterns / additional
+        extra_cases = self.extra_cases(parts, order, name_parts, constrained, explicit_extra)
+        # property names must satisfy propertyNames
+        for k in list(order):
+            for sub, p, _ in name_parts:
+                if not self.check(k, sub, p):
+                    props[k] = [(False, p, frozenset())]
+        # values
+        items = []  # (name, expr or None, required)
+        for k in order:
+            expr = self.value(props[k], d + 1, hint=f"{hint}-{k}")
+            if expr is None:
+                if k in required:
+                    return None
+                continue
+            items.append((k, f"{R.string_literal_expr(k)} {lay.colon(d)} {expr}", k in required))
+        extras = []
+        for key_expr, vconj in extra_cases:
+            vexpr = self.value(vconj, d + 1, hint=f"{hint}-extra")
+            if vexpr is not None:
+                extras.append(f"{key_expr} {lay.colon(d)} {vexpr}")
+        extra = _alt(extras)
+        if self.any_order and len(items) > 1:
+            if len(items) <= _MAX_SUBSET_PROPS:
+                return self.obj_any_order(items, extra, min_p, max_p, d, hint)
+            self.fail("any_order", parts[0][1], f"more than {_MAX_SUBSET_PROPS} properties cannot be ordered freely")
+        return self.obj_ordered(items, extra, min_p, max_p, d, hint)
+
+    def key_constraint(self, s, path, k) -> list:
+        pr = s.get("properties") or {}
+        out = []
+        matched = False
+        if k in pr:
+            out.append((pr[k], _ptr_join(path, "properties", k), frozenset()))
+            matched = True
+        for pat, sub in (s.get("patternProperties") or {}).items():
+            if self.dfa_for(("pat", pat), _ptr_join(path, "patternProperties", pat)).accepts(k):
+                out.append((sub, _ptr_join(path, "patternProperties", pat), frozenset()))
+                matched = True
+        if not matched:
+            if "additionalProperties" in s:
+                out.append((s["additionalProperties"], _ptr_join(path, "additionalProperties"), frozenset()))
+            elif "unevaluatedProperties" in s:
+                out.append((s["unevaluatedProperties"], _ptr_join(path, "unevaluatedProperties"), frozenset()))
+        return out
+
+    def extra_cases(self, parts, declared, name_parts, constrained, explicit_extra) -> list:
+        """[(key_expr, value_conj)] for keys that are not declared."""
+        q = '"\\""'
+        pats = []  # (pattern, schema, path, part index)
+        addl = []  # per part: value conj for keys matching none of its patterns
+        for i, (s, path, skip) in enumerate(parts):
+            for pat, sub in (s.get("patternProperties") or {}).items():
+                pats.append((pat, sub, _ptr_join(path, "patternProperties", pat), i))
+        if not explicit_extra:
+            if self.strict and constrained:
+                return []
+            # any further property with any value (unless propertyNames restricts)
+        # key language restrictions: propertyNames
+        names_dfa = None
+        for sub, p, _ in name_parts:
+            dd = self.name_dfa(sub, p)
+            if dd is not None:
+                names_dfa = dd if names_dfa is None else names_dfa.intersect(dd)
+        cases = []
+        n = len(pats)
+        if n > 4:
+            self.fail("patternProperties", pats[0][2], "more than 4 patterns cannot be partitioned exactly")
+            n = 0
+            pats = []
+        for mask in range(1 << n):
+            inside = [pats[i] for i in range(n) if mask >> i & 1]
+            outside = [pats[i] for i in range(n) if not mask >> i & 1]
+            vconj = [(sub, p, frozenset()) for _, sub, p, _ in inside]
+            parts_with_match = {i for *_, i in inside}
+            blocked = False
+            for i, (s, path, skip) in enumerate(parts):
+                if i in parts_with_match:
+                    continue
+                if "additionalProperties" in s:
+                    vconj.append((s["additionalProperties"], _ptr_join(path, "additionalProperties"), frozenset()))
+                elif "unevaluatedProperties" in s:
+                    vconj.append((s["unevaluatedProperties"], _ptr_join(path, "unevaluatedProperties"), frozenset()))
+                elif self.strict and constrained and not any(
+                        k in s for k in ("patternProperties",)) and not explicit_extra:
+                    blocked = True
+            if not explicit_extra and self.strict and constrained:
+                blocked = True
+            if blocked:
+                continue
+            if explicit_extra and not inside and not any(
+                    k in s for s, _, _ in parts for k in ("additionalProperties", "unevaluatedProperties")):
+                # only patternProperties were given: other keys follow the strict/default rule
+                if self.strict:
+                    continue
+            if any(x is False for x, _, _ in vconj):
+                continue
+            # key language: matches inside patterns, none of outside, not declared
+            simple = not inside and not outside and names_dfa is None
+            if simple:
+                key = R.string_except(declared) if declared else R.JSON_CHAR_LOOSE + "*"
+                cases.append((f"{q} {key} {q}", vconj))
+                continue
+            if len(inside) == 1 and not outside and names_dfa is None and not any(
+                    self.dfa_for(("pat", inside[0][0]), inside[0][2]).accepts(k) for k in declared):
+                ir = self.pattern_ir(inside[0][0], inside[0][2])
+                cases.append((f"{q} {R.emit(ir)} {q}", vconj))
+                continue
+            try:
+                dfa = names_dfa
+                for pat, _, p, _ in inside:
+                    dd = self.dfa_for(("pat", pat), p)
+                    dfa = dd if dfa is None else dfa.intersect(dd)
+                for pat, _, p, _ in outside:
+                    dd = self.dfa_for(("pat", pat), p).complement()
+                    dfa = dd if dfa is None else dfa.intersect(dd)
+                if declared:
+                    dd = R.words_dfa(declared).complement()
+                    dfa = dd if dfa is None else dfa.intersect(dd)
+                if dfa is None:
+                    dfa = R.DFA.from_ir(R.n_rep(R.n_set(R.ALL), 0, None))
+            except R.DFAError as e:
+                self.fail("patternProperties", pats[0][2] if pats else parts[0][1], str(e))
+                cases.append((R.JSON_STRING_LOOSE, vconj))
+                continue
+            name = dfa.emit_rules(self.new_name("key"), self.add_rule)
+            if name is not None:
+                cases.append((f"{q} {name} {q}", vconj))
+        return cases
+
+    def name_dfa(self, sub, path):
+        """A DFA of the strings valid under a propertyNames schema (None: all)."""
+        parts = self.flatten([(sub, path, frozenset())])
+        if parts is None:
+            return R.DFA([[]], [False])
+        dfa = None
+        for s, p, skip in parts:
+            for k in s:
+                if k in ANNOTATIONS or k not in KNOWN:
+                    continue
+                if k in ("$ref", "allOf"):
+                    continue
+                if k == "type":
+                    ts = set()
+                    for y in (s[k] if isinstance(s[k], list) else [s[k]]):
+                        ts |= _TYPE_MAP.get(y, set())
+                    if "string" not in ts:
+                        return R.DFA([[]], [False])
+                    continue
+                if k in _NUM_KW or k in _OBJ_KW or k in _ARR_KW:
+                    continue  # do not apply to strings
+                dd = None
+                if k == "pattern":
+                    dd = self.dfa_for(("pat", s[k]), p)
+                elif k == "format" and s[k] in F.FORMAT_PATTERNS:
+                    dd = self.dfa_for(("fmt", s[k]), p)
+                elif k == "format":
+                    continue
+                elif k == "minLength":
+                    dd = R.DFA.from_ir(R.n_rep(R.n_set(R.ALL), s[k], None))
+                elif k == "maxLength":
+                    dd = R.DFA.from_ir(R.n_rep(R.n_set(R.ALL), 0, s[k]))
+                elif k in ("enum", "const"):
+                    vals = [s["const"]] if k == "const" else s["enum"]
+                    dd = R.words_dfa([v for v in vals if isinstance(v, str)])
+                elif k == "$xg:notEnum":
+                    dd = R.words_dfa([v for v in s[k] if isinstance(v, str)]).complement()
+                else:
+                    self.fail(k, _ptr_join(p, k), "not supported inside propertyNames")
+                    continue
+                try:
+                    dfa = dd if dfa is None else dfa.intersect(dd)
+                except R.DFAError as e:
+                    self.fail("propertyNames", p, str(e))
+        return dfa
+
+    def obj_ordered(self, items, extra, min_p, max_p, d, hint) -> Optional[str]:
+        lay = self.layout
+        n = len(items)
+        counting = min_p > 0 or max_p is not None
+        nreq = sum(1 for _, _, r in items if r)
+        if max_p is not None and nreq > max_p:
+            return None
+        open_, close = '"{"', '"}"'
+        empty_ok = nreq == 0 and min_p == 0
+        memo: Dict[Tuple[int, int, bool], Optional[str]] = {}
+        cap = max(min_p, max_p or 0) + 1
+
+        def extras(c: int, first: bool) -> Optional[str]:
+            """Extra members once the declared ones are done; c members so far."""
+            lo = max(0, min_p - c)
+            hi = None if max_p is None else max_p - c
+            if hi is not None and hi < 0:
+                return None
+            if extra is None:
+                return '""' if lo == 0 else None
+            unit_rest = f"{lay.sep(d)} {extra}"
+            if first:
+                if lo == 0:
+                    if hi == 0:
+                        return '""'
+                    more = _rep(unit_rest, 0, None if hi is None else hi - 1)
+                    return f"({extra} {more})?"
+                more = _rep(unit_rest, lo - 1, None if hi is None else hi - 1)
+                return f"{extra} {more}"
+            return _rep(unit_rest, lo, hi)
+
+        def T(i: int, c: int, first: bool) -> Optional[str]:
+            if not counting:
+                c = 0
+            c = min(c, cap)
+            key = (i, c, first)
+            if key in memo:
+                return memo[key]
+            if i == n:
+                res = extras(c, first)
+                memo[key] = res
+                return res
+            name, member, req = items[i]
+            sep = "" if first else lay.sep(d)
+            take_rest = T(i + 1, c + 1, False)
+            take = None if take_rest is None or (max_p is not None and c + 1 > max_p) else _seq(sep, member, take_rest)
+            if req:
+                res = take
+            else:
+                res = _alt([take, T(i + 1, c, first)])
+            if res is not None and len(res) > 200 and (i, c, first) != (0, 0, True):
+                rn = self.new_name(f"{hint}-t{i}")
+                self.add_rule(rn, res)
+                res = rn
+            memo[key] = res
+            return res
+
+        body = T(0, 0, True)
+        alts = []
+        if body is not None and body != '""':
+            # the empty body is the empty object
+            alts.append(f"{open_} {lay.first(d)} {body} {lay.last(d)} {close}")
+        if empty_ok and not (max_p is not None and max_p < 0):
+            alts.append(lay.empty(d, "{", "}"))
+        if body == '""' and not empty_ok:
+            return None
+        return _alt(alts)
+
+    def obj_any_order(self, items, extra, min_p, max_p, d, hint) -> Optional[str]:
+        lay = self.layout
+        n = len(items)
+        req_mask = 0
+        for i, (_, _, r) in enumerate(items):
+            if r:
+                req_mask |= 1 << i
+        counting = min_p > 0 or max_p is not None
+        names: Dict[Tuple[int, int], Optional[str]] = {}
+        cap = (max_p if max_p is not None else min_p) + 1
+        # state (mask, extras count) after at least one member
+        order = []
+
+        def state(mask: int, c: int) -> str:
+            c = min(c, cap) if counting else 0
+            key = (mask, c)
+            if key not in names:
+                names[key] = self.new_name(f"{hint}-m{mask}-{c}")
+                order.append(key)
+            return names[key]
+
+        def total(mask, c):
+            return bin(mask).count("1") + c
+
+        alts_first = []
+        for i, (_, member, _) in enumerate(items):
+            if max_p is None or 1 <= max_p:
+                alts_first.append(f"{member} {state(1 << i, 0)}")
+        if extra is not None and (max_p is None or 1 <= max_p):
+            alts_first.append(f"{extra} {state(0, 1)}")
+        done = set()
+        while order:
+            mask, c = order.pop()
+            if (mask, c) in done:
+                continue
+            done.add((mask, c))
+            alts = []
+            cnt = total(mask, c)
+            for i, (_, member, _) in enumerate(items):
+                if not mask >> i & 1 and (max_p is None or cnt + 1 <= max_p):
+                    alts.append(f"{lay.sep(d)} {member} {state(mask | 1 << i, c)}")
+            if extra is not None and (max_p is None or cnt + 1 <= max_p):
+                alts.append(f"{lay.sep(d)} {extra} {state(mask, c + 1)}")
+            if (mask & req_mask) == req_mask and cnt >= min_p:
+                alts.append('""')
+            self.add_rule(names[(mask, c)], " | ".join(alts) if alts else '""')
+            if not alts:
+                self.rules[names[(mask, c)]] = "[^\\x00-\\U0010ffff]"
+                self.empty_rules.add(names[(mask, c)])
+        out = []
+        if alts_first:
+            out.append(f'"{{" {lay.first(d)} {_alt(alts_first)} {lay.last(d)} "}}"')
+        if req_mask == 0 and min_p == 0:
+            out.append(lay.empty(d, "{", "}"))
+        return _alt(out)
+
+    def obj_dependencies(self, parts, idx, kw, d, hint) -> Optional[str]:
+        s, path, skip = parts[idx]
+        deps = s[kw]
+        if not isinstance(deps, dict):
+            self.bad(kw, path, "must be an object")
+        triggers = list(deps.keys())
+        if len(triggers) > 6:
+            self.fail(kw, path, "more than 6 trigger properties")
+            return self.obj(self.with_skip(parts, idx, kw), d, hint)
+        base = self.with_skip(parts, idx, kw)
+        out = []
+        for mask in range(1 << len(triggers)):
+            extra_parts = []
+            for i, t in enumerate(triggers):
+                dep = deps[t]
+                if mask >> i & 1:
+                    d1 = {"required": [t]}
+                    self.keep.append(d1)
+                    extra_parts.append((d1, path, frozenset()))
+                    if isinstance(dep, list):
+                        d2 = {"required": list(dep)}
+                        self.keep.append(d2)
+                        extra_parts.append((d2, _ptr_join(path, kw, t), frozenset()))
+                    else:
+                        extra_parts.append((dep, _ptr_join(path, kw, t), frozenset()))
+                else:
+                    d1 = {"properties": {t: False}}
+                    self.keep.append(d1)
+                    extra_parts.append((d1, path, frozenset()))
+            sub = base + extra_parts
+            flat = self.flatten(sub)
+            if flat is None:
+                continue
+            # the dependent schemas apply to the object itself: restrict to objects
+            obj_only = {"type": "object"}
+            self.keep.append(obj_only)
+            flat = self.flatten(sub + [(obj_only, path, frozenset())])
+            if flat is None:
+                continue
+            out.append(self.value(flat, d, hint))
+        return _alt(out)
+
+    # ------------------------------------------------------------------ arrays
+    def array(self, parts, d: int, hint: str) -> Optional[str]:
+        lay = self.layout
+        constrained = any(any(k in s for k in _ARR_KW) or _mentions(s, "array") for s, _, _ in parts)
+        prefix: List[list] = []
+        rest: Optional[list] = []  # conj for items past the prefix; None: no items
+        explicit_rest = False
+        min_i, max_i = 0, None
+        contains = []
+        unique = False
+        for s, path, skip in parts:
+            pi = s.get("prefixItems")
+            it = s.get("items")
+            if isinstance(it, list):  # draft 4-2019: items array + additionalItems
+                pi, it = it, s.get("additionalItems")
+                ipath, rpath = _ptr_join(path, "items"), _ptr_join(path, "additionalItems")
+                has_rest = "additionalItems" in s
+            else:
+                ipath, rpath = _ptr_join(path, "prefixItems"), _ptr_join(path, "items")
+                has_rest = "items" in s
+            pi = pi or []
+            for j, sub in enumerate(pi):
+                while len(prefix) <= j:
+                    prefix.append(list(rest) if rest is not None else [(False, path, frozenset())])
+                prefix[j].append((sub, _ptr_join(ipath, j), frozenset()))
+            # this part's rest schema applies from len(pi) on
+            rest_schema = it if has_rest else (s.get("unevaluatedItems") if "unevaluatedItems" in s else None)
+            if rest_schema is not None:
+                explicit_rest = True
+                rp = rpath if has_rest else _ptr_join(path, "unevaluatedItems")
+                for j in range(len(pi), len(prefix)):
+                    prefix[j].append((rest_schema, rp, frozenset()))
+                if rest is not None:
+                    rest = rest + [(rest_schema, rp, frozenset())]
+                self._pending_rest_start = len(pi)
+                if len(pi) < len(prefix):
+                    pass
+            if "minItems" in s:
+                min_i = max(min_i, _nonneg_int(self, s["minItems"], "minItems", path))
+            if "maxItems" in s:
+                v = _nonneg_int(self, s["maxItems"], "maxItems", path)
+                max_i = v if max_i is None else min(max_i, v)
+            if "contains" in s:
+                lo = s.get("minContains", 1)
+                hi = s.get("maxContains")
+                contains.append(((s["contains"], _ptr_join(path, "contains"), frozenset()), lo, hi, path))
+            elif "maxContains" in s or "minContains" in s:
+                pass  # without contains: no effect
+            if s.get("uniqueItems") is True:
+                unique = True
+        # prefix positions shorter parts did not cover take those parts' rest: handled
+        # above by appending rest schemas; parts with a shorter prefix and a rest
+        # schema: apply it to the longer prefix positions (done), parts without rest
+        # in strict mode forbid positions past their prefix:
+        for s, path, skip in parts:
+            pi = s.get("prefixItems") if not isinstance(s.get("items"), list) else s.get("items")
+            pi = pi or []
+            has_rest = ("additionalItems" in s) if isinstance(s.get("items"), list) else ("items" in s)
+            if not has_rest and "unevaluatedItems" not in s and self.strict and constrained and not explicit_rest:
+                for j in range(len(pi), len(prefix)):
+                    prefix[j].append((False, path, frozenset()))
+        if not explicit_rest:
+            rest = None if (self.strict and constrained) else []
+        if max_i is not None and max_i < min_i:
+            return None
+        if len(contains) > 1:
+            self.fail("contains", contains[1][3], "several contains keywords cannot be combined")
+            contains = contains[:1]
+        if unique and (max_i is None or max_i > 1):
+            return self.array_unique(prefix, rest, min_i, max_i, contains, parts, d, hint)
+        if contains:
+            return self.array_contains(prefix, rest, min_i, max_i, contains[0], d, hint)
+        pexprs = []
+        for j, conj in enumerate(prefix):
+            pexprs.append(self.value(conj, d + 1, f"{hint}-{j}"))
+        rexpr = None if rest is None else self.value(rest, d + 1, f"{hint}-item")
+        return self.array_seq(pexprs, rexpr, min_i, max_i, d)
+
+    def array_seq(self, pexprs, rexpr, min_i, max_i, d) -> Optional[str]:
+        lay = self.layout
+        m = len(pexprs)
+        # positions 0..m-1 from the prefix; then rexpr repeated
+        for j, e in enumerate(pexprs):
+            if e is None:
+                # no array has an item at j: length <= j
+                max_i = j if max_i is None else min(max_i, j)
+                pexprs = pexprs[:j]
+                m = j
+                rexpr = None
+                break
+        if max_i is not None and max_i < min_i:
+            return None
+        maxlen = max_i
+        if rexpr is None:
+            maxlen = m if maxlen is None else min(maxlen, m)
+        if maxlen is not None and maxlen < min_i:
+            return None
+
+        def tail(j: int) -> Optional[str]:
+            """Items from position j (j >= 1 items already written)."""
+            if maxlen is not None and j >= maxlen:
+                return '""'
+            if j < m:
+                nxt = tail(j + 1)
+                item = _seq(lay.sep(d), pexprs[j], nxt)
+                return item if j < min_i else f"({item})?"
+            lo = max(0, min_i - j)
+            hi = None if maxlen is None else maxlen - j
+            return _rep(f"{lay.sep(d)} {rexpr}", lo, hi)
+
+        alts = []
+        if min_i == 0:
+            alts.append(lay.empty(d, "[", "]"))
+        if maxlen is None or maxlen >= 1:
+            first = pexprs[0] if m > 0 else rexpr
+            if first is not None:
+                alts.append(f'"[" {lay.first(d)} {_seq(first, tail(1))} {lay.last(d)} "]"')
+        return _alt(alts)
+
+    def array_contains(self, prefix, rest, min_i, max_i, contains, d, hint) -> Optional[str]:
+        (cs, cpath, _), lo_c, hi_c, path = contains
+        lo_c = _nonneg_int(self, lo_c, "minContains", path)
+        hi_c = None if hi_c is None else _nonneg_int(self, hi_c, "maxContains", path)
+        lay = self.layout
+        neg = self.negate(cs, cpath)
+        m = len(prefix)
+
+        def split(conj, label):
+            yes = self.value(conj + [(cs, cpath, frozenset())], d + 1, f"{hint}-{label}-c")
+            no = _alt([self.value(conj + [(a, cpath, frozenset())], d + 1, f"{hint}-{label}-n") for a in neg])
+            return yes, no
+
+        pre = [split(c, str(j)) for j, c in enumerate(prefix)]
+        rs = split(rest, "item") if rest is not None else (None, None)
+        cap_c = (hi_c if hi_c is not None else lo_c) + 1
+        maxlen = max_i
+        if rest is None:
+            maxlen = m if maxlen is None else min(maxlen, m)
+        len_cap = max(m, min_i) if maxlen is None else maxlen
+        if len_cap > 2000 or cap_c * (len_cap + 1) > 20000:
+            self.fail("contains", path, "the array bounds are too large to count contained items")
+        names: Dict[Tuple[int, int], str] = {}
+        todo = []
+
+        def st(j, c):
+            jj = j if maxlen is not None else min(j, len_cap)
+            cc = min(c, cap_c)
+            key = (jj, cc)
+            if key not in names:
+                names[key] = self.new_name(f"{hint}-c{jj}-{cc}")
+                todo.append(key)
+            return names[key]
+
+        def ok_end(j, c):
+            return j >= min_i and c >= lo_c and (hi_c is None or c <= hi_c)
+
+        first_alts = []
+        y, n = pre[0] if m > 0 else rs
+        if maxlen is None or maxlen >= 1:
+            if y is not None:
+                first_alts.append(f"{y} {st(1, 1)}")
+            if n is not None:
+                first_alts.append(f"{n} {st(1, 0)}")
+        done = set()
+        while todo:
+            j, c = todo.pop()
+            if (j, c) in done:
+                continue
+            done.add((j, c))
+            alts = []
+            if maxlen is None or j < maxlen:
+                y, n = pre[j] if j < m else rs
+                if y is not None and (hi_c is None or c + 1 <= hi_c or c >= cap_c):
+                    alts.append(f"{lay.sep(d)} {y} {st(j + 1, c + 1)}")
+                if n is not None:
+                    alts.append(f"{lay.sep(d)} {n} {st(j + 1, c)}")
+            if ok_end(j, c):
+                alts.append('""')
+            self.add_rule(names[(j, c)], " | ".join(alts) if alts else "[^\\x00-\\U0010ffff]")
+            if not alts:
+                self.empty_rules.add(names[(j, c)])
+        out = []
+        if first_alts:
+            out.append(f'"[" {lay.first(d)} {_alt(first_alts)} {lay.last(d)} "]"')
+        if ok_end(0, 0):
+            out.append(lay.empty(d, "[", "]"))
+        return _alt(out)
+
+    def array_unique(self, prefix, rest, min_i, max_i, contains, parts, d, hint) -> Optional[str]:
+        """uniqueItems over a finite item space: a subset automaton over the values."""
+        path = next((p for s, p, _ in parts if s.get("uniqueItems") is True), "")
+        if prefix:
+            self.fail("uniqueItems", path, "uniqueItems with prefixItems is not supported")
+            return self.array_seq([self.value(c, d + 1, hint) for c in prefix],
+                                  None if rest is None else self.value(rest, d + 1, hint), min_i, max_i, d)
+        if contains:
+            self.fail("uniqueItems", path, "uniqueItems with contains is not supported")
+        if rest is None:
+            return self.array_seq([], None, min_i, max_i, d)
+        vals = self.finite_values(rest)
+        if vals is None or len(vals) > 10:
+            self.fail("uniqueItems", path, "the items are not a small finite set of values")
+            return self.array_seq([], self.value(rest, d + 1, hint), min_i, max_i, d)
+        lay = self.layout
+        lits = [self.literal(v, d + 1) for v in vals]
+        k = len(vals)
+        cap = k if max_i is None else min(k, max_i)
+        if min_i > cap:
+            return None
+        names: Dict[int, str] = {}
+        todo = []
+
+        def st(mask):
+            if mask not in names:
+                names[mask] = self.new_name(f"{hint}-u{mask}")
+                todo.append(mask)
+            return names[mask]
+
+        first = [f"{lits[i]} {st(1 << i)}" for i in range(k)] if cap >= 1 else []
+        while todo:
+            mask = todo.pop()
+            cnt = bin(mask).count("1")
+            alts = []
+            if cnt < cap:
+                for i in range(k):
+                    if not mask >> i & 1:
+                        alts.append(f"{lay.sep(d)} {lits[i]} {st(mask | 1 << i)}")
+            if cnt >= min_i:
+                alts.append('""')
+            self.add_rule(names[mask], " | ".join(alts) if alts else "[^\\x00-\\U0010ffff]")
+            if not alts:
+                self.empty_rules.add(names[mask])
+        out = []
+        if first:
+            out.append(f'"[" {lay.first(d)} {_alt(first)} {lay.last(d)} "]"')
+        if min_i == 0:
+            out.append(lay.empty(d, "[", "]"))
+        return _alt(out)
+
+    def finite_values(self, conj) -> Optional[list]:
+        """The distinct values a schema allows when it is a small finite set."""
+        parts = self.flatten(conj)
+        if parts is None:
+            return []
+        cand = None
+        types = set(_ALL_TYPES)
+        for s, path, skip in parts:
+            if any(k in s and k not in skip for k in ("anyOf", "oneOf", "not", "if")):
+                return None
+            if "const" in s:
+                cand = [s["const"]] if cand is None else [v for v in cand if _json_equal(v, s["const"])]
+            if "enum" in s:
+                cand = list(s["enum"]) if cand is None else [v for v in cand if any(_json_equal(v, w) for w in s["enum"])]
+            if "type" in s:
+                ts = set()
+                for y in (s["type"] if isinstance(s["type"], list) else [s["type"]]):
+                    ts |= _TYPE_MAP.get(y, set())
+                types &= ts
+        if cand is None:
+            if types <= {"null", "boolean"}:
+                cand = ([None] if "null" in types else []) + ([True, False] if "boolean" in types else [])
+            else:
+                return None
+        out = []
+        for v in cand:
+            if _json_type(v) not in types:
+                continue
+            if not all(self.check(v, s, p, skip) for s, p, skip in parts):
+                continue
+            if not any(_json_equal(v, w) for w in out):
+                out.append(v)
+        return out
+
+    # ------------------------------------------------------------------ entry
+    def convert(self) -> str:
+        self.empty_rules = set()
+        root = self.value([(self.root, "", frozenset())], 0, "root-value")
+        if root is None:
+            raise GrammarError("the schema accepts no value")
+        lines = [f"root ::= {root}"]
+        for name, body in self.rules.items():
+            lines.append(f"{name} ::= {body}")
+        text = "\n".join(lines) + "\n"
+        return text
+
+
+def _rep(unit: str, lo: int, hi: Optional[int]) -> str:
+    if hi is not None and hi <= 0:
+        return '""'
+    u = f"({unit})"
+    if hi is None:
+        if lo == 0:
+            return u + "*"
+        if lo == 1:
+            return u + "+"
+        return "%s{%d,}" % (u, lo)
+    if lo == hi:
+        return "%s{%d}" % (u, lo)
+    if (lo, hi) == (0, 1):
+        return u + "?"
+    return "%s{%d,%d}" % (u, lo, hi)
+
+
+def _type_list(ts) -> list:
+    out = []
+    for name in ("null", "boolean", "object", "array", "string"):
+        if name in ts:
+            out.append(name)
+    if "int" in ts and "frac" in ts:
+        out.append("number")
+    elif "int" in ts:
+        out.append("integer")
+    elif "frac" in ts:
+        raise _Unsupported("non-integral numbers alone cannot be expressed as a type")
+    return out
+
+
+def _mentions(s: dict, t: str) -> bool:
+    ty = s.get("type")
+    return ty == t or (isinstance(ty, list) and t in ty)
+
+
+def _nonneg_int(conv, v, kw, path) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (isinstance(v, float) and not v.is_integer()):
+        conv.bad(kw, path, "must be a non-negative integer")
+    return int(v)
+
+
+def _lcm_frac(a: Fraction, b: Fraction) -> Fraction:
+    num = a.numerator * b.numerator // math.gcd(a.numerator, b.numerator)
+    den = math.gcd(a.denominator, b.denominator)
+    return Fraction(num, den)
+
+
+def _load_schema(schema) -> Any:
+    if isinstance(schema, (str, bytes)):
+        try:
+            return json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise InvalidArgumentError(f"the schema is not valid JSON: {e}") from None
+    if isinstance(schema, (dict, bool)):
+        return schema
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema()
+    raise InvalidArgumentError(
+        f"schema must be a JSON string, a dict or a pydantic model class, got {type(schema).__name__}")
+
+
+def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent: Optional[int] = None,
+                        separators: Optional[Tuple[str, str]] = None, strict_mode: bool = True,
+                        max_whitespace_cnt: Optional[int] = None, any_order: bool = False,
+                        lenient: bool = False) -> str:
+    """The EBNF text of a JSON Schema (see the module docstring)."""
+    schema = _load_schema(schema)
+    if indent is not None and (isinstance(indent, bool) or not isinstance(indent, int) or indent < 0):
+        raise InvalidArgumentError(f"indent must be a non-negative int or None, got {indent!r}")
+    if separators is not None:
+        if len(separators) != 2 or not all(isinstance(x, str) for x in separators):
+            raise InvalidArgumentError("separators must be a pair of strings")
+        for x, ch in zip(separators, ",:"):
+            if x.strip(" \n\t\r") != ch:
+                raise InvalidArgumentError(f"separator {x!r} must be {ch!r} with JSON whitespace around it")
+    if max_whitespace_cnt is not None and (not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt < 0):
+        raise InvalidArgumentError("max_whitespace_cnt must be a non-negative int or None")
+    conv = _Converter(schema, any_whitespace=any_whitespace, indent=indent, separators=separators,
+                      strict_mode=strict_mode, max_whitespace_cnt=max_whitespace_cnt,
+                      any_order=any_order, lenient=lenient)
+    return conv.convert()

@@ -1,0 +1,996 @@
+"""Strings for the JSON Schema converter: code-point sets, their JSON encodings, and
+ECMA-262 patterns translated into EBNF over the JSON-encoded text.
+
+A JSON string's *value* is the decoded text, but the grammar sees the encoded text
+(``\\n``, ``\\u00e9``, surrogate pairs for astral characters...).  Everything here
+works on code points first and only encodes at the end, so the grammar accepts a
+string's text exactly when the decoded value is in the language.
+
+Pieces:
+
+* code-point sets: sorted tuples of inclusive ``(lo, hi)`` ranges over the Unicode
+  scalar values (surrogates excluded: lone surrogate escapes are never accepted by
+  constrained strings, so a surrogate pair always counts as one character, as
+  Python's ``len`` counts it);
+* :func:`encode_set`: every JSON encoding of one code point of a set -- the raw
+  character where JSON allows it, ``\\"`` ``\\\\`` ``\\/`` ``\\b\\f\\n\\r\\t``, and
+  ``\\uXXXX`` in either hex case (pairs for astral code points);
+* a small regular-expression IR (``("c", set)``, ``("seq", [...])``, ``("alt",
+  [...])``, ``("rep", node, lo, hi)``) with :func:`parse_pattern` (ECMA-262 syntax
+  read with Python's ``re`` parser, ECMA semantics for ``.``, ``\\d``, ``\\w``,
+  ``\\s``, ``^`` and ``$``; search semantics) and :func:`emit`;
+* a symbolic DFA (:class:`DFA`) for what expressions cannot do directly:
+  intersection (two patterns, pattern and length), complement (keys other than the
+  declared ones, ``not`` of a pattern) -- emitted as one EBNF rule per state.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Dict, List, Optional, Sequence, Tuple
+
+try:  # Python >= 3.11
+    import re._constants as _c
+    import re._parser as _p
+except ImportError:  # pragma: no cover - Python 3.9/3.10
+    import sre_constants as _c  # type: ignore
+    import sre_parse as _p  # type: ignore
+
+from ._errors import GrammarError
+
+CS = Tuple[Tuple[int, int], ...]
+
+MAX_CP = 0x10FFFF
+ALL: CS = ((0, 0xD7FF), (0xE000, MAX_CP))
+EMPTY: CS = ()
+
+
+# ----------------------------------------------------------------------------------
+# Code-point sets
+# ----------------------------------------------------------------------------------
+
+
+def cs_norm(ranges) -> CS:
+    """Sort, merge, and drop surrogates."""
+    rs = sorted((int(a), int(b)) for a, b in ranges if a <= b)
+    out: List[List[int]] = []
+    for a, b in rs:
+        if out and a <= out[-1][1] + 1:
+            if b > out[-1][1]:
+                out[-1][1] = b
+        else:
+            out.append([a, b])
+    res = []
+    for a, b in out:  # cut the surrogate block out
+        if b < 0xD800 or a > 0xDFFF:
+            res.append((a, b))
+        else:
+            if a < 0xD800:
+                res.append((a, 0xD7FF))
+            if b > 0xDFFF:
+                res.append((0xE000, b))
+    return tuple(res)
+
+
+def cs_union(a: CS, b: CS) -> CS:
+    return cs_norm(a + b)
+
+
+def cs_diff(a: CS, b: CS) -> CS:
+    out = []
+    j = 0
+    for lo, hi in a:
+        cur = lo
+        while j < len(b) and b[j][1] < cur:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] <= hi:
+            if b[k][0] > cur:
+                out.append((cur, b[k][0] - 1))
+            cur = max(cur, b[k][1] + 1)
+            k += 1
+        if cur <= hi:
+            out.append((cur, hi))
+    return tuple(out)
+
+
+def cs_inter(a: CS, b: CS) -> CS:
+    return cs_diff(a, cs_diff(a, b))
+
+
+def cs_complement(a: CS) -> CS:
+    return cs_diff(ALL, a)
+
+
+def cs_of(text: str) -> CS:
+    return cs_norm((ord(ch), ord(ch)) for ch in text)
+
+
+def cs_contains(a: CS, cp: int) -> bool:
+    return any(lo <= cp <= hi for lo, hi in a)
+
+
+def cs_size(a: CS) -> int:
+    return sum(hi - lo + 1 for lo, hi in a)
+
+
+# ECMA-262 character classes.
+DIGIT = ((0x30, 0x39),)
+WORD = cs_norm([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
+SPACE = cs_norm(
+    [(9, 13), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
+     (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)]
+)
+LINE_TERMINATORS = cs_norm([(10, 10), (13, 13), (0x2028, 0x2029)])
+DOT = cs_diff(ALL, LINE_TERMINATORS)
+
+# ----------------------------------------------------------------------------------
+# EBNF text of sets
+# ----------------------------------------------------------------------------------
+
+
+def _class_char(cp: int) -> str:
+    if (0x30 <= cp <= 0x39) or (0x41 <= cp <= 0x5A) or (0x61 <= cp <= 0x7A):
+        return chr(cp)
+    if cp <= 0xFF:
+        return "\\x%02x" % cp
+    if cp <= 0xFFFF:
+        return "\\u%04x" % cp
+    return "\\U%08x" % cp
+
+
+def class_text(cs: CS) -> str:
+    """An EBNF character class (over code points) for a non-empty set."""
+    parts = []
+    for lo, hi in cs:
+        if lo == hi:
+            parts.append(_class_char(lo))
+        elif hi == lo + 1:
+            parts.append(_class_char(lo) + _class_char(hi))
+        else:
+            parts.append(_class_char(lo) + "-" + _class_char(hi))
+    return "[" + "".join(parts) + "]"
+
+
+_HEX_CHARS = "0123456789abcdef"
+
+
+def _digit_class(digits: Sequence[int], base: int) -> str:
+    """Class of digit values; hex letters in both cases."""
+    ds = sorted(digits)
+    if base == 10:
+        if len(ds) == 10:
+            return "[0-9]"
+        if len(ds) == 1:
+            return '"%d"' % ds[0]
+        return class_text(cs_norm((0x30 + d, 0x30 + d) for d in ds))
+    if len(ds) == 16:
+        return "[0-9a-fA-F]"
+    cps = []
+    for d in ds:
+        ch = _HEX_CHARS[d]
+        cps.append((ord(ch), ord(ch)))
+        if d >= 10:
+            cps.append((ord(ch.upper()), ord(ch.upper())))
+    if len(cps) == 1:
+        return '"%s"' % chr(cps[0][0])
+    return class_text(cs_norm(cps))
+
+
+def _full_digits(width: int, base: int) -> str:
+    unit = "[0-9]" if base == 10 else "[0-9a-fA-F]"
+    if width == 0:
+        return ""
+    if width == 1:
+        return unit
+    return "%s{%d}" % (unit, width)
+
+
+def _shift(ranges: Tuple[Tuple[int, int], ...], lo: int, hi: int) -> Tuple[Tuple[int, int], ...]:
+    out = []
+    for a, b in ranges:
+        a2, b2 = max(a, lo), min(b, hi)
+        if a2 <= b2:
+            out.append((a2 - lo, b2 - lo))
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def digits_set(ranges: Tuple[Tuple[int, int], ...], width: int, base: int) -> str:
+    """EBNF for fixed-width digit strings (base 10 or 16, hex case-insensitive) whose
+    value lies in ``ranges`` (sorted disjoint, within [0, base**width)).  Empty
+    string for width 0 (ranges must then be ((0, 0),))."""
+    if width == 0:
+        return ""
+    span = base ** (width - 1)
+    if ranges == ((0, base**width - 1),):
+        return _full_digits(width, base)
+    groups: Dict[Tuple, List[int]] = {}
+    order = []
+    for d in range(base):
+        sub = _shift(ranges, d * span, (d + 1) * span - 1)
+        if not sub:
+            continue
+        if sub not in groups:
+            groups[sub] = []
+            order.append(sub)
+        groups[sub].append(d)
+    alts = []
+    for sub in order:
+        rest = digits_set(sub, width - 1, base)
+        head = _digit_class(groups[sub], base)
+        alts.append(head + (" " + rest if rest else ""))
+    if len(alts) == 1:
+        return alts[0]
+    return "(" + " | ".join(alts) + ")"
+
+
+_RAW_OK = cs_diff(cs_norm([(0x20, MAX_CP)]), cs_of('"\\'))
+_SHORT = {0x22: '"', 0x5C: "\\\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
+_BMP = ((0, 0xD7FF), (0xE000, 0xFFFF))
+
+
+def _hex4(cs: CS) -> str:
+    return digits_set(cs, 4, 16)
+
+
+@lru_cache(maxsize=4096)
+def encode_set(cs: CS) -> Optional[str]:
+    """EBNF matching every JSON encoding of one code point of ``cs`` (None if empty)."""
+    if not cs:
+        return None
+    alts = []
+    raw = cs_inter(cs, _RAW_OK)
+    if raw:
+        alts.append(class_text(raw) if raw != ((raw[0][0], raw[0][0]),) or raw[0][0] > 0x7E
+                    else _lit(chr(raw[0][0])))
+    short = sorted(cp for cp in _SHORT if cs_contains(cs, cp))
+    if short:
+        chars = [_SHORT[cp] for cp in short]
+        if len(chars) == 1:
+            alts.append('"\\\\' + ("\\\"" if chars[0] == '"' else chars[0]) + '"')
+        else:
+            inner = "".join("\\\"" if ch == '"' else ch for ch in chars)
+            alts.append('"\\\\" [' + inner + "]")
+    bmp = cs_inter(cs, _BMP)
+    if bmp:
+        alts.append('"\\\\u" ' + _hex4(bmp))
+    astral = cs_inter(cs, ((0x10000, MAX_CP),))
+    if astral:
+        alts.extend(_encode_astral(astral))
+    if len(alts) == 1:
+        return alts[0]
+    return "(" + " | ".join(alts) + ")"
+
+
+def _encode_astral(cs: CS) -> List[str]:
+    pieces: Dict[Tuple[int, int], List[Tuple[int, int]]] = {}
+    for lo, hi in cs:
+        h1, h2 = 0xD800 + ((lo - 0x10000) >> 10), 0xD800 + ((hi - 0x10000) >> 10)
+        l1, l2 = 0xDC00 + ((lo - 0x10000) & 0x3FF), 0xDC00 + ((hi - 0x10000) & 0x3FF)
+        if h1 == h2:
+            pieces.setdefault((l1, l2), []).append((h1, h1))
+        else:
+            pieces.setdefault((l1, 0xDFFF), []).append((h1, h1))
+            if h2 > h1 + 1:
+                pieces.setdefault((0xDC00, 0xDFFF), []).append((h1 + 1, h2 - 1))
+            pieces.setdefault((0xDC00, l2), []).append((h2, h2))
+    out = []
+    for (l1, l2), highs in pieces.items():
+        out.append('"\\\\u" %s "\\\\u" %s' % (digits_set(tuple(sorted(highs)), 4, 16),
+                                             digits_set(((l1, l2),), 4, 16)))
+    return out
+
+
+def _lit(text: str) -> str:
+    from .grammar import ebnf_string_literal
+
+    return ebnf_string_literal(text)
+
+
+# One character of any JSON string (lone surrogate escapes included): the plain
+# unconstrained form, used where nothing is counted or matched.
+JSON_CHAR_LOOSE = '([^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4}))'
+JSON_STRING_LOOSE = '"\\"" ' + JSON_CHAR_LOOSE + '* "\\""'
+
+
+@lru_cache(maxsize=1)
+def json_char() -> str:
+    """One code point of a JSON string, counted as Python counts it (pairs as one)."""
+    return encode_set(ALL)
+
+
+@lru_cache(maxsize=8192)
+def encode_char(ch: str) -> str:
+    return encode_set(((ord(ch), ord(ch)),))
+
+
+def encode_literal(text: str) -> str:
+    """EBNF for the JSON string contents (no quotes) of exactly ``text``, in every
+    encoding.  Empty text gives ``""``."""
+    if not text:
+        return '""'
+    out = []
+    for ch in text:
+        if 0xD800 <= ord(ch) <= 0xDFFF:
+            raise GrammarError("lone surrogate in a string constant cannot be matched")
+        out.append(encode_char(ch))
+    return " ".join(out)
+
+
+def string_literal_expr(text: str) -> str:
+    """A whole JSON string (with quotes) whose value is ``text``."""
+    return '"\\"" ' + encode_literal(text) + ' "\\""'
+
+
+# ----------------------------------------------------------------------------------
+# Regex IR
+# ----------------------------------------------------------------------------------
+
+EPS = ("seq", ())
+
+
+def n_set(cs: CS):
+    return ("c", cs)
+
+
+def n_seq(items):
+    flat = []
+    for it in items:
+        if it[0] == "seq":
+            flat.extend(it[1])
+        else:
+            flat.append(it)
+    if len(flat) == 1:
+        return flat[0]
+    return ("seq", tuple(flat))
+
+
+def n_alt(items):
+    flat = []
+    for it in items:
+        if it[0] == "alt":
+            flat.extend(it[1])
+        elif it not in flat:
+            flat.append(it)
+    if len(flat) == 1:
+        return flat[0]
+    return ("alt", tuple(flat))
+
+
+def n_rep(node, lo, hi):
+    return ("rep", node, lo, hi)
+
+
+def n_literal(text: str):
+    return n_seq([n_set(((ord(c), ord(c)),)) for c in text])
+
+
+NOTHING = ("alt", ())
+
+
+def is_nothing(node) -> bool:
+    return node[0] == "alt" and not node[1]
+
+
+def nullable(node) -> bool:
+    t = node[0]
+    if t == "c":
+        return False
+    if t == "seq":
+        return all(nullable(x) for x in node[1])
+    if t == "alt":
+        return any(nullable(x) for x in node[1])
+    if t == "rep":
+        return node[2] == 0 or nullable(node[1])
+    return True  # anchors
+
+
+def length_bounds(node) -> Tuple[int, Optional[int]]:
+    """(min, max) code points of the node's strings; max None when unbounded."""
+    t = node[0]
+    if t == "c":
+        return (1, 1) if node[1] else (0, 0)
+    if t == "seq":
+        lo, hi = 0, 0
+        for x in node[1]:
+            a, b = length_bounds(x)
+            lo += a
+            hi = None if hi is None or b is None else hi + b
+        return lo, hi
+    if t == "alt":
+        if not node[1]:
+            return 0, 0
+        bs = [length_bounds(x) for x in node[1]]
+        his = [b for _, b in bs]
+        return min(a for a, _ in bs), None if None in his else max(his)
+    if t == "rep":
+        a, b = length_bounds(node[1])
+        hi = None if node[3] is None or b is None else b * node[3]
+        if b == 0:
+            hi = 0
+        return a * node[2], hi
+    return 0, 0
+
+
+def emit(node) -> str:
+    """EBNF text of an IR node over the JSON-encoded text (no quotes)."""
+    t = node[0]
+    if t == "c":
+        enc = encode_set(node[1])
+        if enc is None:
+            return "[^\\x00-\\U0010ffff]"  # matches nothing
+        return enc
+    if t == "seq":
+        if not node[1]:
+            return '""'
+        return "(" + " ".join(emit(x) for x in node[1]) + ")" if len(node[1]) > 1 else emit(node[1][0])
+    if t == "alt":
+        if not node[1]:
+            return "[^\\x00-\\U0010ffff]"
+        return "(" + " | ".join(emit(x) for x in node[1]) + ")"
+    if t == "rep":
+        inner = emit(node[1])
+        lo, hi = node[2], node[3]
+        if not inner.startswith("(") and " " in inner:
+            inner = "(" + inner + ")"
+        if (lo, hi) == (0, None):
+            return inner + "*"
+        if (lo, hi) == (1, None):
+            return inner + "+"
+        if (lo, hi) == (0, 1):
+            return inner + "?"
+        if hi is None:
+            return "%s{%d,}" % (inner, lo)
+        if lo == hi:
+            if lo == 0:
+                return '""'
+            return "%s{%d}" % (inner, lo)
+        return "%s{%d,%d}" % (inner, lo, hi)
+    raise AssertionError(t)
+
+
+# ----------------------------------------------------------------------------------
+# ECMA-262 patterns
+# ----------------------------------------------------------------------------------
+
+
+class PatternError(Exception):
+    """A pattern feature that cannot be translated (the message says which)."""
+
+
+_NAMED_GROUP = re.compile(r"\(\?<(?![=!])")
+
+
+def _category(cat) -> CS:
+    name = str(cat)
+    if "NOT_DIGIT" in name:
+        return cs_complement(DIGIT)
+    if "DIGIT" in name:
+        return DIGIT
+    if "NOT_WORD" in name:
+        return cs_complement(WORD)
+    if "WORD" in name:
+        return WORD
+    if "NOT_SPACE" in name:
+        return cs_complement(SPACE)
+    if "SPACE" in name:
+        return SPACE
+    raise PatternError(f"unsupported character category {name}")
+
+
+def _in_set(items) -> CS:
+    ranges = []
+    negate = False
+    for op, av in items:
+        if op is _c.NEGATE:
+            negate = True
+        elif op is _c.LITERAL:
+            ranges.append((av, av))
+        elif op is _c.RANGE:
+            ranges.append(av)
+        elif op is _c.CATEGORY:
+            ranges.extend(_category(av))
+        else:
+            raise PatternError(f"unsupported class item {op}")
+    cs = cs_norm(ranges)
+    return cs_complement(cs) if negate else cs
+
+
+def _convert(sub) -> object:
+    """sre AST (a SubPattern or list of (op, av)) to IR, anchors as ("bol",)/("eol",)."""
+    items = []
+    for op, av in sub:
+        if op is _c.LITERAL:
+            items.append(n_set(cs_norm([(av, av)])))
+        elif op is _c.NOT_LITERAL:
+            items.append(n_set(cs_complement(cs_norm([(av, av)]))))
+        elif op is _c.ANY:
+            items.append(n_set(DOT))
+        elif op is _c.IN:
+            items.append(n_set(_in_set(av)))
+        elif op is _c.BRANCH:
+            items.append(("alt", tuple(_convert(b) for b in av[1])))
+        elif op is _c.SUBPATTERN:
+            group, add_flags, del_flags, p = av
+            if add_flags or del_flags:
+                raise PatternError("inline flags are not supported")
+            items.append(_convert(p))
+        elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT) or op is getattr(_c, "POSSESSIVE_REPEAT", None):
+            lo, hi, p = av
+            if op is getattr(_c, "POSSESSIVE_REPEAT", None):
+                raise PatternError("possessive repetition is not ECMA-262")
+            hi = None if hi == _c.MAXREPEAT else hi
+            inner = _convert(p)
+            if _has_anchor(inner):
+                raise PatternError("an anchor inside a repetition is not supported")
+            items.append(n_rep(inner, lo, hi))
+        elif op is _c.AT:
+            if av in (_c.AT_BEGINNING, _c.AT_BEGINNING_STRING):
+                items.append(("bol",))
+            elif av in (_c.AT_END, _c.AT_END_STRING):
+                items.append(("eol",))
+            else:
+                raise PatternError("word boundaries (\\b, \\B) are not supported")
+        elif op in (_c.ASSERT, _c.ASSERT_NOT):
+            raise PatternError("lookaround assertions are not supported")
+        elif op in (_c.GROUPREF, _c.GROUPREF_EXISTS):
+            raise PatternError("backreferences are not supported")
+        else:
+            raise PatternError(f"unsupported regex construct {op}")
+    if len(items) == 1:
+        return items[0]
+    return ("seq", tuple(items))
+
+
+def _has_anchor(node) -> bool:
+    t = node[0]
+    if t in ("bol", "eol"):
+        return True
+    if t in ("seq", "alt"):
+        return any(_has_anchor(x) for x in node[1])
+    if t == "rep":
+        return _has_anchor(node[1])
+    return False
+
+
+def _split(node) -> List[Tuple[bool, bool, object]]:
+    """Alternatives (starts anchored, ends anchored, anchor-free node)."""
+    t = node[0]
+    if t == "bol":
+        return [(True, False, EPS)]
+    if t == "eol":
+        return [(False, True, EPS)]
+    if t == "alt":
+        out = []
+        for x in node[1]:
+            out.extend(_split(x))
+        return out
+    if t == "seq":
+        combos = [(False, False, [])]
+        for child in node[1]:
+            alts = _split(child) if _has_anchor(child) else [(False, False, child)]
+            new = []
+            for sa, ea, parts in combos:
+                for csa, cea, cnode in alts:
+                    nparts = list(parts)
+                    nsa, nea = sa, ea
+                    if csa:
+                        if not all(nullable(p) for p in nparts):
+                            continue
+                        nparts = []
+                        nsa = True
+                    if nea:
+                        if not nullable(cnode):
+                            continue
+                    else:
+                        nparts.append(cnode)
+                    if cea:
+                        nea = True
+                    new.append((nsa, nea, nparts))
+            combos = new
+            if len(combos) > 64:
+                raise PatternError("too many anchored alternatives")
+        return [(sa, ea, n_seq(parts)) for sa, ea, parts in combos]
+    return [(False, False, node)]
+
+
+@lru_cache(maxsize=1024)
+def parse_pattern(pattern: str):
+    """IR of the strings in which ``pattern`` finds a match (ECMA-262 search)."""
+    try:
+        sub = _p.parse(_NAMED_GROUP.sub("(?P<", pattern), 0)
+    except re.error as e:
+        raise PatternError(f"invalid or unsupported pattern: {e}") from None
+    if sub.state.flags & ~(re.UNICODE | getattr(re, "NOFLAG", 0)):
+        raise PatternError("inline flags are not supported")
+    node = _convert(sub)
+    anyseq = n_rep(n_set(ALL), 0, None)
+    alts = []
+    for sa, ea, body in _split(node):
+        parts = []
+        if not sa:
+            parts.append(anyseq)
+        parts.append(body)
+        if not ea:
+            parts.append(anyseq)
+        alts.append(n_seq(parts))
+    return _simplify(n_alt(alts))
+
+
+def _simplify(node):
+    # `.*` ... `.*` around a nullable middle collapses to `.*`
+    if node[0] == "seq":
+        items = [_simplify(x) for x in node[1]]
+        out = []
+        for it in items:
+            if out and it == out[-1] and it[0] == "rep" and it[2] == 0 and it[3] is None:
+                continue
+            out.append(it)
+        return n_seq(out)
+    if node[0] == "alt":
+        return n_alt([_simplify(x) for x in node[1]])
+    return node
+
+
+def single_class_repeat(node):
+    """(set, lo, hi) when the node is one class repeated (``[a-z]+``), else None."""
+    if node[0] == "rep" and node[1][0] == "c":
+        return node[1][1], node[2], node[3]
+    if node[0] == "c":
+        return node[1], 1, 1
+    return None
+
+
+# ----------------------------------------------------------------------------------
+# Symbolic DFAs (alphabet: code points, labels: sets)
+# ----------------------------------------------------------------------------------
+
+
+class DFAError(Exception):
+    pass
+
+
+MAX_DFA_STATES = 4000
+
+
+class DFA:
+    """A complete-or-partial DFA: ``trans[s]`` is a list of (set, target)."""
+
+    def __init__(self, trans: List[List[Tuple[CS, int]]], accept: List[bool]):
+        self.trans = trans
+        self.accept = accept
+
+    # -- construction --
+    @staticmethod
+    def from_ir(node) -> "DFA":
+        nfa = _NFA()
+        start = nfa.new()
+        end = nfa.new()
+        nfa.build(node, start, end)
+        return nfa.determinize(start, end)
+
+    def complete(self) -> "DFA":
+        trans = [list(t) for t in self.trans]
+        accept = list(self.accept)
+        dead = len(trans)
+        trans.append([(ALL, dead)])
+        accept.append(False)
+        for s in range(dead):
+            covered = cs_norm(r for cs, _ in trans[s] for r in cs)
+            rest = cs_diff(ALL, covered)
+            if rest:
+                trans[s].append((rest, dead))
+        return DFA(trans, accept)
+
+    def complement(self) -> "DFA":
+        d = self.complete()
+        return DFA(d.trans, [not a for a in d.accept])
+
+    def intersect(self, other: "DFA") -> "DFA":
+        index = {(0, 0): 0}
+        todo = [(0, 0)]
+        trans: List[List[Tuple[CS, int]]] = []
+        accept: List[bool] = []
+        while todo:
+            a, b = todo.pop(0)
+            row = []
+            for cs1, t1 in self.trans[a]:
+                for cs2, t2 in other.trans[b]:
+                    cs = cs_inter(cs1, cs2)
+                    if not cs:
+                        continue
+                    key = (t1, t2)
+                    if key not in index:
+                        index[key] = len(index)
+                        todo.append(key)
+                        if len(index) > MAX_DFA_STATES:
+                            raise DFAError("automaton too large")
+                    row.append((cs, index[key]))
+            trans.append(row)
+            accept.append(self.accept[a] and other.accept[b])
+        return DFA(trans, accept).trim()
+
+    def trim(self) -> "DFA":
+        """Drop states that cannot reach acceptance (and unreachable ones)."""
+        n = len(self.trans)
+        rev: List[List[int]] = [[] for _ in range(n)]
+        for s, row in enumerate(self.trans):
+            for _, t in row:
+                rev[t].append(s)
+        live = set(s for s in range(n) if self.accept[s])
+        stack = list(live)
+        while stack:
+            s = stack.pop()
+            for p in rev[s]:
+                if p not in live:
+                    live.add(p)
+                    stack.append(p)
+        if 0 not in live:
+            return DFA([[]], [False])
+        order = {0: 0}
+        stack = [0]
+        while stack:
+            s = stack.pop()
+            for _, t in self.trans[s]:
+                if t in live and t not in order:
+                    order[t] = len(order)
+                    stack.append(t)
+        trans: List[List[Tuple[CS, int]]] = [[] for _ in order]
+        accept = [False] * len(order)
+        for s, i in order.items():
+            accept[i] = self.accept[s]
+            merged: Dict[int, List] = {}
+            for cs, t in self.trans[s]:
+                if t in order:
+                    merged.setdefault(order[t], []).extend(cs)
+            trans[i] = [(cs_norm(v), k) for k, v in merged.items()]
+        return DFA(trans, accept)
+
+    def is_empty(self) -> bool:
+        d = self.trim()
+        return not d.accept[0] and not d.trans[0]
+
+    def length_bounds(self) -> Tuple[int, Optional[int]]:
+        d = self.trim()
+        if d.is_empty():
+            return 0, 0
+        # min by BFS; max: None if a cycle is reachable
+        dist = {0: 0}
+        frontier = [0]
+        best = None
+        while frontier:
+            nxt = []
+            for s in frontier:
+                if d.accept[s] and best is None:
+                    best = dist[s]
+                for _, t in d.trans[s]:
+                    if t not in dist:
+                        dist[t] = dist[s] + 1
+                        nxt.append(t)
+            frontier = nxt
+        # longest path in a DAG, or None
+        color: Dict[int, int] = {}
+        longest: Dict[int, int] = {}
+
+        def visit(s) -> Optional[int]:
+            stack = [(s, iter(d.trans[s]))]
+            color[s] = 1
+            while stack:
+                node, it = stack[-1]
+                advanced = False
+                for _, t in it:
+                    c = color.get(t, 0)
+                    if c == 1:
+                        raise _Cycle()
+                    if c == 0:
+                        color[t] = 1
+                        stack.append((t, iter(d.trans[t])))
+                        advanced = True
+                        break
+                if not advanced:
+                    stack.pop()
+                    color[node] = 2
+                    vals = [longest[t] + 1 for _, t in d.trans[node] if t in longest]
+                    base = 0 if d.accept[node] else None
+                    cand = [v for v in vals]
+                    if base is not None:
+                        cand.append(0)
+                    longest[node] = max(cand) if cand else -10**9
+            return longest[s]
+
+        try:
+            mx = visit(0)
+        except _Cycle:
+            mx = None
+        return best or 0, mx
+
+    def accepts(self, text: str) -> bool:
+        s = 0
+        for ch in text:
+            cp = ord(ch)
+            for cs, t in self.trans[s]:
+                if cs_contains(cs, cp):
+                    s = t
+                    break
+            else:
+                return False
+        return self.accept[s]
+
+    # -- output --
+    def emit_rules(self, prefix: str, add_rule) -> str:
+        """Add one rule per state via ``add_rule(name, body)``; return the start rule's
+        name.  An empty language returns None."""
+        d = self.trim()
+        if not d.accept[0] and not d.trans[0]:
+            return None
+        names = [f"{prefix}-s{i}" for i in range(len(d.trans))]
+        for i, row in enumerate(d.trans):
+            alts = [f"{encode_set(cs)} {names[t]}" for cs, t in row]
+            if d.accept[i]:
+                alts.append('""')
+            add_rule(names[i], " | ".join(alts))
+        return names[0]
+
+
+class _Cycle(Exception):
+    pass
+
+
+class _NFA:
+    def __init__(self):
+        self.eps: List[List[int]] = []
+        self.edges: List[List[Tuple[CS, int]]] = []
+
+    def new(self) -> int:
+        self.eps.append([])
+        self.edges.append([])
+        if len(self.eps) > 50000:
+            raise DFAError("automaton too large")
+        return len(self.eps) - 1
+
+    def build(self, node, a: int, b: int) -> None:
+        t = node[0]
+        if t == "c":
+            if node[1]:
+                self.edges[a].append((node[1], b))
+        elif t == "seq":
+            cur = a
+            items = node[1]
+            if not items:
+                self.eps[a].append(b)
+                return
+            for i, x in enumerate(items):
+                nxt = b if i == len(items) - 1 else self.new()
+                self.build(x, cur, nxt)
+                cur = nxt
+        elif t == "alt":
+            for x in node[1]:
+                s, e = self.new(), self.new()
+                self.eps[a].append(s)
+                self.build(x, s, e)
+                self.eps[e].append(b)
+        elif t == "rep":
+            inner, lo, hi = node[1], node[2], node[3]
+            cur = a
+            for _ in range(lo):
+                nxt = self.new()
+                self.build(inner, cur, nxt)
+                cur = nxt
+            if hi is None:
+                s, e = self.new(), self.new()
+                self.eps[cur].append(s)
+                self.build(inner, s, e)
+                self.eps[e].append(s)
+                self.eps[s].append(b)
+            else:
+                for _ in range(hi - lo):
+                    nxt = self.new()
+                    self.eps[cur].append(b)
+                    self.build(inner, cur, nxt)
+                    cur = nxt
+                self.eps[cur].append(b)
+        else:
+            raise DFAError(f"unexpected node {t}")
+
+    def closure(self, states) -> frozenset:
+        seen = set(states)
+        stack = list(states)
+        while stack:
+            s = stack.pop()
+            for t in self.eps[s]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        return frozenset(seen)
+
+    def determinize(self, start: int, end: int) -> DFA:
+        s0 = self.closure([start])
+        index = {s0: 0}
+        todo = [s0]
+        trans: List[List[Tuple[CS, int]]] = []
+        accept: List[bool] = []
+        while todo:
+            cur = todo.pop(0)
+            labels = [(cs, t) for s in cur for cs, t in self.edges[s]]
+            row = []
+            for cs, targets in _partition(labels):
+                tgt = self.closure(targets)
+                if tgt not in index:
+                    index[tgt] = len(index)
+                    todo.append(tgt)
+                    if len(index) > MAX_DFA_STATES:
+                        raise DFAError("automaton too large")
+                row.append((cs, index[tgt]))
+            trans.append(row)
+            accept.append(end in cur)
+        return DFA(trans, accept).trim()
+
+
+def _partition(labels: List[Tuple[CS, int]]):
+    """Split overlapping labelled sets into disjoint pieces with their target sets."""
+    if not labels:
+        return []
+    points = set()
+    for cs, _ in labels:
+        for lo, hi in cs:
+            points.add(lo)
+            points.add(hi + 1)
+    bounds = sorted(points)
+    groups: Dict[frozenset, List[Tuple[int, int]]] = {}
+    for i in range(len(bounds) - 1):
+        lo, hi = bounds[i], bounds[i + 1] - 1
+        tg = frozenset(t for cs, t in labels if any(a <= lo and hi <= b for a, b in cs))
+        if tg:
+            groups.setdefault(tg, []).append((lo, hi))
+    return [(cs_norm(v), k) for k, v in groups.items()]
+
+
+def words_dfa(words) -> DFA:
+    """A DFA accepting exactly the given strings."""
+    trans: List[List[Tuple[CS, int]]] = [[]]
+    accept = [False]
+    children: List[Dict[int, int]] = [{}]
+    for w in words:
+        s = 0
+        for ch in w:
+            cp = ord(ch)
+            if cp not in children[s]:
+                trans.append([])
+                accept.append(False)
+                children.append({})
+                children[s][cp] = len(trans) - 1
+                trans[s].append((((cp, cp),), len(trans) - 1))
+            s = children[s][cp]
+        accept[s] = True
+    return DFA(trans, accept)
+
+
+def string_except(words, lenient_budget: int = 0) -> str:
+    """EBNF (contents, no quotes) of every string except the given ones, as one
+    expression (a trie with "anything else" branches)."""
+    words = sorted(set(words))
+    anystar = json_char() + "*"
+    # Build the trie
+    root: Dict = {}
+    END = object()
+    for w in words:
+        node = root
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[END] = True
+
+    def rec(node) -> str:
+        alts = []
+        chars = [k for k in node if k is not END]
+        for ch in sorted(chars):
+            alts.append(encode_char(ch) + " " + rec(node[ch]))
+        other = cs_diff(ALL, cs_of("".join(chars)))
+        if other:
+            alts.append(encode_set(other) + " " + anystar)
+        if END not in node:
+            alts.append('""')
+        return "(" + " | ".join(alts) + ")"
+
+    return rec(root)
