@@ -338,7 +338,7 @@ class _Converter:
                 if not isinstance(ref, str):
                     self.bad("$ref", path, "must be a string")
                 target, tpath = self.resolve_ref(ref, s, _ptr_join(path, "$ref"))
-                stack.append((target, tpath, frozenset()))
+                stack.append((target, tpath, _child(s, skip)))
             for kw in ("$dynamicRef", "$recursiveRef"):
                 if kw in s and kw not in skip:
                     ref = s[kw]
@@ -346,13 +346,13 @@ class _Converter:
                         self.fail(kw, _ptr_join(path, kw), "dynamic scopes are not supported")
                         continue
                     target, tpath = self.resolve_ref(ref, s, _ptr_join(path, kw))
-                    stack.append((target, tpath, frozenset()))
+                    stack.append((target, tpath, _child(s, skip)))
             if "allOf" in s and "allOf" not in skip:
                 subs = s["allOf"]
                 if not isinstance(subs, list):
                     self.bad("allOf", path, "must be an array")
                 for j, sub in enumerate(subs):
-                    stack.append((sub, _ptr_join(path, "allOf", j), frozenset()))
+                    stack.append((sub, _ptr_join(path, "allOf", j), _child(s, skip)))
         return [tuple(p) for p in out]
 
     # ------------------------------------------------------------------ values
@@ -441,22 +441,23 @@ class _Converter:
             subs = s[kw]
             if not isinstance(subs, list) or not subs:
                 self.bad(kw, path, "must be a non-empty array")
-            subs = [(sub, _ptr_join(kpath, j), frozenset()) for j, sub in enumerate(subs)]
+            subs = [(sub, _ptr_join(kpath, j), _child(s, skip)) for j, sub in enumerate(subs)]
             if kw == "anyOf":
                 branches = [[b] for b in subs]
             else:
                 branches = self.one_of_branches(subs, kpath)
         elif kw == "not":
             alts = self.negate(s["not"], kpath)
-            branches = [[(a, kpath, frozenset())] for a in alts]
+            branches = [[(a, kpath, _NOEVAL)] for a in alts]
         elif kw == "if":
             cond = s["if"]
             then = s.get("then", True)
             els = s.get("else", True)
             base = self.with_skip(self.with_skip(self.with_skip(parts, idx, "if"), idx, "then"), idx, "else")
-            branches = [[(cond, kpath, frozenset()), (then, _ptr_join(path, "then"), frozenset())]]
+            ch = _child(s, skip)
+            branches = [[(cond, kpath, ch), (then, _ptr_join(path, "then"), ch)]]
             for a in self.negate(cond, kpath):
-                branches.append([(a, kpath, frozenset()), (els, _ptr_join(path, "else"), frozenset())])
+                branches.append([(a, kpath, _NOEVAL), (els, _ptr_join(path, "else"), ch)])
         self.alt_count += len(branches)
         if self.alt_count > _MAX_ALTERNATIVES:
             raise GrammarError(f'schema too large: more than {_MAX_ALTERNATIVES} alternatives (at "{kw}" {path or "/"})')
@@ -485,7 +486,7 @@ class _Converter:
                 new = []
                 for c in combos:
                     for a in negs[j]:
-                        new.append(c + [(a, subs[j][1], frozenset())])
+                        new.append(c + [(a, subs[j][1], _NOEVAL)])
                 combos = new
                 if len(combos) > _MAX_CASES:
                     raise GrammarError(f'"oneOf" at {kpath}: too many cases to make the branches exclusive')
@@ -707,13 +708,17 @@ class _Converter:
             scoped("array", {"items": {"not": s["contains"]}})
             handled.add("contains")
         for k in ("additionalProperties", "unevaluatedProperties"):
-            if s.get(k) is False and not any(x in s for x in ("properties", "patternProperties")):
+            if s.get(k) is False and not any(x in s for x in (
+                    "properties", "patternProperties", "allOf", "anyOf", "oneOf", "$ref", "if", "dependentSchemas",
+                    "$dynamicRef", "additionalProperties" if k == "unevaluatedProperties" else "-")):
                 scoped("object", {"minProperties": 1})
                 handled.add(k)
             elif s.get(k) is True:
                 handled.add(k)
         for k in ("items", "unevaluatedItems"):
-            if s.get(k) is False and "prefixItems" not in s:
+            if s.get(k) is False and not any(x in s for x in (
+                    "prefixItems", "allOf", "anyOf", "oneOf", "$ref", "if", "contains", "$dynamicRef",
+                    "items" if k == "unevaluatedItems" else "-")):
                 scoped("array", {"minItems": 1})
                 handled.add(k)
             elif s.get(k) is True:
@@ -1251,8 +1256,14 @@ class _Converter:
         # per-key constraints from every part
         has_patterns = any(s.get("patternProperties") for s, _, _ in parts)
         for k in order:
-            for s, path, skip in parts:
-                props[k].extend(self.key_constraint(s, path, k))
+            evaluated = set()
+            for i, (s, path, skip) in enumerate(parts):
+                cons, ev = self.key_constraint(s, path, k)
+                props[k].extend(cons)
+                if ev:
+                    evaluated.add(i)
+            props[k].extend(self.uneval_for(parts, evaluated, "unevaluatedProperties"))
+            # strict mode: a name listed in "required" counts as declared
         # extra keys (not declared): per part patterns / additional
         extra_cases = self.extra_cases(parts, order, name_parts, constrained, explicit_extra)
         # property names must satisfy propertyNames
@@ -1281,7 +1292,28 @@ class _Converter:
             self.fail("any_order", parts[0][1], f"more than {_MAX_SUBSET_PROPS} properties cannot be ordered freely")
         return self.obj_ordered(items, extra, min_p, max_p, d, hint)
 
-    def key_constraint(self, s, path, k) -> list:
+    def uneval_for(self, parts, evaluated: set, kw: str) -> list:
+        """The ``kw`` (unevaluatedProperties/Items) schemas that apply to a key or
+        position that the parts with indexes in ``evaluated`` evaluate: those of parts
+        P none of whose in-place descendants (P included) evaluates it."""
+        out = []
+        for i, (s, path, skip) in enumerate(parts):
+            if kw not in s or ("noeval",) in skip:
+                continue
+            seen = False
+            for j, (q, qpath, qskip) in enumerate(parts):
+                if ("noeval",) in qskip:
+                    continue
+                if j == i or _under(qskip, s):
+                    if j in evaluated or (j != i and kw in q):
+                        seen = True
+                        break
+            if not seen:
+                out.append((s[kw], _ptr_join(path, kw), frozenset()))
+        return out
+
+    def key_constraint(self, s, path, k) -> Tuple[list, bool]:
+        """(constraints of part s on property k, whether s evaluates k)."""
         pr = s.get("properties") or {}
         out = []
         matched = False
@@ -1292,12 +1324,10 @@ class _Converter:
             if self.dfa_for(("pat", pat), _ptr_join(path, "patternProperties", pat)).accepts(k):
                 out.append((sub, _ptr_join(path, "patternProperties", pat), frozenset()))
                 matched = True
-        if not matched:
-            if "additionalProperties" in s:
-                out.append((s["additionalProperties"], _ptr_join(path, "additionalProperties"), frozenset()))
-            elif "unevaluatedProperties" in s:
-                out.append((s["unevaluatedProperties"], _ptr_join(path, "unevaluatedProperties"), frozenset()))
-        return out
+        if not matched and "additionalProperties" in s:
+            out.append((s["additionalProperties"], _ptr_join(path, "additionalProperties"), frozenset()))
+            matched = True
+        return out, matched
 
     def extra_cases(self, parts, declared, name_parts, constrained, explicit_extra) -> list:
         """[(key_expr, value_conj)] for keys that are not declared."""
@@ -1307,10 +1337,6 @@ class _Converter:
         for i, (s, path, skip) in enumerate(parts):
             for pat, sub in (s.get("patternProperties") or {}).items():
                 pats.append((pat, sub, _ptr_join(path, "patternProperties", pat), i))
-        if not explicit_extra:
-            if self.strict and constrained:
-                return []
-            # any further property with any value (unless propertyNames restricts)
         # key language restrictions: propertyNames
         names_dfa = None
         for sub, p, _ in name_parts:
@@ -1328,26 +1354,15 @@ class _Converter:
             outside = [pats[i] for i in range(n) if not mask >> i & 1]
             vconj = [(sub, p, frozenset()) for _, sub, p, _ in inside]
             parts_with_match = {i for *_, i in inside}
-            blocked = False
+            evaluated = set(parts_with_match)
             for i, (s, path, skip) in enumerate(parts):
-                if i in parts_with_match:
-                    continue
-                if "additionalProperties" in s:
+                if i not in parts_with_match and "additionalProperties" in s:
                     vconj.append((s["additionalProperties"], _ptr_join(path, "additionalProperties"), frozenset()))
-                elif "unevaluatedProperties" in s:
-                    vconj.append((s["unevaluatedProperties"], _ptr_join(path, "unevaluatedProperties"), frozenset()))
-                elif self.strict and constrained and not any(
-                        k in s for k in ("patternProperties",)) and not explicit_extra:
-                    blocked = True
-            if not explicit_extra and self.strict and constrained:
-                blocked = True
-            if blocked:
+                    evaluated.add(i)
+            unev = self.uneval_for(parts, evaluated, "unevaluatedProperties")
+            vconj.extend(unev)
+            if not evaluated and not unev and self.strict and constrained:
                 continue
-            if explicit_extra and not inside and not any(
-                    k in s for s, _, _ in parts for k in ("additionalProperties", "unevaluatedProperties")):
-                # only patternProperties were given: other keys follow the strict/default rule
-                if self.strict:
-                    continue
             if any(x is False for x, _, _ in vconj):
                 continue
             # key language: matches inside patterns, none of outside, not declared
@@ -1577,7 +1592,7 @@ class _Converter:
                         self.keep.append(d2)
                         extra_parts.append((d2, _ptr_join(path, kw, t), frozenset()))
                     else:
-                        extra_parts.append((dep, _ptr_join(path, kw, t), frozenset()))
+                        extra_parts.append((dep, _ptr_join(path, kw, t), _child(s, skip)))
                 else:
                     d1 = {"properties": {t: False}}
                     self.keep.append(d1)
@@ -1599,39 +1614,24 @@ class _Converter:
     def array(self, parts, d: int, hint: str) -> Optional[str]:
         lay = self.layout
         constrained = any(any(k in s for k in _ARR_KW) or _mentions(s, "array") for s, _, _ in parts)
-        prefix: List[list] = []
-        rest: Optional[list] = []  # conj for items past the prefix; None: no items
-        explicit_rest = False
         min_i, max_i = 0, None
         contains = []
         unique = False
+        per = []  # (prefix list of (schema, path), rest (schema, path) or None)
+        unevals = []
         for s, path, skip in parts:
-            pi = s.get("prefixItems")
             it = s.get("items")
             if isinstance(it, list):  # draft 4-2019: items array + additionalItems
-                pi, it = it, s.get("additionalItems")
-                ipath, rpath = _ptr_join(path, "items"), _ptr_join(path, "additionalItems")
-                has_rest = "additionalItems" in s
+                pi, ipath = it, _ptr_join(path, "items")
+                rest_s = (s["additionalItems"], _ptr_join(path, "additionalItems")) if "additionalItems" in s else None
             else:
-                ipath, rpath = _ptr_join(path, "prefixItems"), _ptr_join(path, "items")
-                has_rest = "items" in s
-            pi = pi or []
-            for j, sub in enumerate(pi):
-                while len(prefix) <= j:
-                    prefix.append(list(rest) if rest is not None else [(False, path, frozenset())])
-                prefix[j].append((sub, _ptr_join(ipath, j), frozenset()))
-            # this part's rest schema applies from len(pi) on
-            rest_schema = it if has_rest else (s.get("unevaluatedItems") if "unevaluatedItems" in s else None)
-            if rest_schema is not None:
-                explicit_rest = True
-                rp = rpath if has_rest else _ptr_join(path, "unevaluatedItems")
-                for j in range(len(pi), len(prefix)):
-                    prefix[j].append((rest_schema, rp, frozenset()))
-                if rest is not None:
-                    rest = rest + [(rest_schema, rp, frozenset())]
-                self._pending_rest_start = len(pi)
-                if len(pi) < len(prefix):
-                    pass
+                pi, ipath = s.get("prefixItems") or [], _ptr_join(path, "prefixItems")
+                rest_s = (it, _ptr_join(path, "items")) if "items" in s else None
+            if not isinstance(pi, list):
+                self.bad("prefixItems", path, "must be an array")
+            per.append(([(sub, _ptr_join(ipath, j)) for j, sub in enumerate(pi)], rest_s))
+            if "unevaluatedItems" in s:
+                unevals.append((s["unevaluatedItems"], _ptr_join(path, "unevaluatedItems"), frozenset()))
             if "minItems" in s:
                 min_i = max(min_i, _nonneg_int(self, s["minItems"], "minItems", path))
             if "maxItems" in s:
@@ -1641,23 +1641,40 @@ class _Converter:
                 lo = s.get("minContains", 1)
                 hi = s.get("maxContains")
                 contains.append(((s["contains"], _ptr_join(path, "contains"), frozenset()), lo, hi, path))
-            elif "maxContains" in s or "minContains" in s:
-                pass  # without contains: no effect
             if s.get("uniqueItems") is True:
                 unique = True
-        # prefix positions shorter parts did not cover take those parts' rest: handled
-        # above by appending rest schemas; parts with a shorter prefix and a rest
-        # schema: apply it to the longer prefix positions (done), parts without rest
-        # in strict mode forbid positions past their prefix:
-        for s, path, skip in parts:
-            pi = s.get("prefixItems") if not isinstance(s.get("items"), list) else s.get("items")
-            pi = pi or []
-            has_rest = ("additionalItems" in s) if isinstance(s.get("items"), list) else ("items" in s)
-            if not has_rest and "unevaluatedItems" not in s and self.strict and constrained and not explicit_rest:
-                for j in range(len(pi), len(prefix)):
-                    prefix[j].append((False, path, frozenset()))
-        if not explicit_rest:
-            rest = None if (self.strict and constrained) else []
+        if unevals and contains:
+            self.fail("unevaluatedItems", unevals[0][1], "items evaluated by contains are not tracked")
+        M = max((len(pre) for pre, _ in per), default=0)
+
+        def position(j: Optional[int]):
+            """The conj for item j (None: past every prefix), or None: no item."""
+            conj = []
+            evaluated = set()
+            for i, (pre, rest_s) in enumerate(per):
+                if ("noeval",) in parts[i][2]:
+                    evaluated_ok = False
+                else:
+                    evaluated_ok = True
+                if j is not None and j < len(pre):
+                    conj.append((pre[j][0], pre[j][1], frozenset()))
+                    if evaluated_ok:
+                        evaluated.add(i)
+                elif rest_s is not None:
+                    conj.append((rest_s[0], rest_s[1], frozenset()))
+                    if evaluated_ok:
+                        evaluated.add(i)
+            unev = self.uneval_for(parts, evaluated, "unevaluatedItems")
+            conj.extend(unev)
+            if not evaluated and not unev and not unevals and self.strict and constrained:
+                return None
+            return conj
+
+        prefix = []
+        for j in range(M):
+            c = position(j)
+            prefix.append(c if c is not None else [(False, parts[0][1], frozenset())])
+        rest = position(None)
         if max_i is not None and max_i < min_i:
             return None
         if len(contains) > 1:
@@ -1879,6 +1896,20 @@ class _Converter:
             lines.append(f"{name} ::= {body}")
         text = "\n".join(lines) + "\n"
         return text
+
+
+_NOEVAL = frozenset({("noeval",)})
+
+
+def _child(s, skip) -> frozenset:
+    """The skip set of an in-place child of part (s, skip): its ancestry."""
+    if ("noeval",) in skip:
+        return _NOEVAL
+    return frozenset(a for a in skip if isinstance(a, tuple)) | {("anc", id(s))}
+
+
+def _under(q_skip, p_schema) -> bool:
+    return ("anc", id(p_schema)) in q_skip
 
 
 def _rep(unit: str, lo: int, hi: Optional[int]) -> str:
