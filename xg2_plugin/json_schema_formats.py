@@ -39,6 +39,8 @@ from typing import List, Optional, Tuple
 from .json_schema_regex import digits_set
 
 MAX_FLOAT = Fraction("1.7976931348623157e308")  # repr(sys.float_info.max), just below it
+DEC_MIN = Fraction(1, 10**7)
+DEC_MAX = Fraction(10**17)
 
 
 class NumberError(Exception):
@@ -303,11 +305,17 @@ def _floor_log10(x: Fraction) -> int:
     return e
 
 
+SCI_HI = 16  # json.dumps (repr) writes |v| >= 1e16 and |v| < 1e-4 in scientific form
+SCI_LO = -5
+SCI_FRAC = 16  # and at most 16 fraction digits in the mantissa
+
+
 def _sci(a: Fraction, a_incl: bool, b: Optional[Fraction], b_incl: bool,
          sig_shift: Optional[int], nonint: bool = False) -> Optional[str]:
-    """Normalised scientific texts ``d(.F)?e±X`` with value in the interval (a >= 0,
-    value > 0 assumed by the caller's bounds); ``sig_shift`` s: fraction digits of the
-    value limited to s (so len(F) <= X + s); None: no limit."""
+    """Normalised scientific texts ``d(.F)?e±X`` with value in the interval (a >= 0)
+    and exponent X >= 16 or X <= -5 (the forms repr writes; others are refused).
+    ``sig_shift`` s: the value has at most s fraction digits (len(F) <= X + s); for
+    X >= 16 the mantissa is limited to 16 fraction digits (always integral then)."""
     ea = None if a == 0 else _floor_log10(a)
     eb = None if b is None else _floor_log10(b)
     if ea is not None and eb is not None and ea > eb:
@@ -315,15 +323,15 @@ def _sci(a: Fraction, a_incl: bool, b: Optional[Fraction], b_incl: bool,
     alts = []
 
     def mant(X: int, lo: Fraction, lo_incl: bool, hi: Optional[Fraction], hi_incl: bool) -> Optional[str]:
-        sig = None if sig_shift is None else X + sig_shift
-        if sig is not None and sig < 0:
-            return None
-        nz = None
-        if nonint and X >= 0:
-            if X >= 17:
+        if X >= SCI_HI:
+            if nonint:
                 return None
-            nz = X
-        return fixed_point(lo, lo_incl, hi, hi_incl, sig, True, nz)
+            sig = None if sig_shift is None else SCI_FRAC
+        else:
+            sig = None if sig_shift is None else X + sig_shift
+            if sig is not None and sig < 0:
+                return None
+        return fixed_point(lo, lo_incl, hi, hi_incl, sig, True)
 
     def add(X1: Optional[int], X2: Optional[int], m: Optional[str]) -> None:
         if m is None:
@@ -332,41 +340,37 @@ def _sci(a: Fraction, a_incl: bool, b: Optional[Fraction], b_incl: bool,
         if e is not None:
             alts.append(m + " " + e)
 
+    def in_region(X):
+        return X >= SCI_HI or X <= SCI_LO
+
     ten = Fraction(10)
-    # partial exponents
-    if ea is not None:
+    if ea is not None and in_region(ea):
         lo_m = a / ten**ea
         if eb == ea:
             add(ea, ea, mant(ea, lo_m, a_incl, b / ten**eb, b_incl))
         else:
             add(ea, ea, mant(ea, lo_m, a_incl, Fraction(10), False))
-    if eb is not None and eb != ea:
+    if eb is not None and eb != ea and in_region(eb):
         add(eb, eb, mant(eb, Fraction(1), True, b / ten**eb, b_incl))
-    # full exponents strictly between
     X1 = None if ea is None else ea + 1
     X2 = None if eb is None else eb - 1
-    if X1 is None or X2 is None or X1 <= X2:
-        if nonint:
-            # X < 0: every mantissa; 0 <= X < 17: a non-zero digit past position X
-            top = -1 if X2 is None else min(X2, -1)
-            if X1 is None or X1 <= top:
-                add(X1, top, mant(-1, Fraction(1), True, Fraction(10), False))
-            X = 0 if X1 is None else max(X1, 0)
-            while X < 17 and (X2 is None or X <= X2):
-                add(X, X, mant(X, Fraction(1), True, Fraction(10), False))
-                X += 1
-        elif sig_shift is None:
-            add(X1, X2, fixed_point(Fraction(1), True, Fraction(10), False, None, True))
+    full = fixed_point(Fraction(1), True, Fraction(10), False, None if sig_shift is None else SCI_FRAC, True)
+    # high region
+    h1 = SCI_HI if X1 is None else max(X1, SCI_HI)
+    if X2 is None or h1 <= X2:
+        if not nonint:
+            add(h1, X2, full)
+    # low region
+    l2 = SCI_LO if X2 is None else min(X2, SCI_LO)
+    if X1 is None or X1 <= l2:
+        if sig_shift is None:
+            add(X1, l2, fixed_point(Fraction(1), True, Fraction(10), False, None, True))
         else:
-            # len(F) <= X + s: enumerate X below 17 - s, then one class with F <= 17
             start = -sig_shift if X1 is None else max(X1, -sig_shift)
-            top = 17 - sig_shift
-            X = start
-            while X < top and (X2 is None or X <= X2):
+            if l2 - start > 400:
+                raise NumberError("multipleOf is too small")
+            for X in range(start, l2 + 1):
                 add(X, X, fixed_point(Fraction(1), True, Fraction(10), False, X + sig_shift, True))
-                X += 1
-            if X2 is None or X <= X2:
-                add(X, X2, fixed_point(Fraction(1), True, Fraction(10), False, 17, True))
     if not alts:
         return None
     return alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"
@@ -430,6 +434,8 @@ def number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
     """
     if exclude:
         return _excluding(lo, lo_excl, hi, hi_excl, integer, multiple, add_rule, prefix, nonint, exclude)
+    if integer and lo is None and hi is None and multiple is None:
+        return _any_integer()
     if lo is None and hi is None and multiple is None:
         if not integer and not nonint:
             return JSON_NUMBER
@@ -444,11 +450,6 @@ def number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
     # float-text bounds
     flo, flo_excl = (None, False) if lo is None else _float_bound(lo, True, lo_excl)
     fhi, fhi_excl = (None, False) if hi is None else _float_bound(hi, False, hi_excl)
-    if integer and (multiple is None or lo is not None or hi is not None):
-        if fhi is None or fhi > MAX_FLOAT:
-            fhi, fhi_excl = MAX_FLOAT, False
-        if flo is None or flo < -MAX_FLOAT:
-            flo, flo_excl = -MAX_FLOAT, False
     p, s = 1, 0
     if multiple is not None:
         k = Fraction(repr(multiple)) if isinstance(multiple, float) else _as_fraction(multiple)
@@ -459,6 +460,12 @@ def number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
             # integral multiples of p/10^s are the multiples of p/gcd(p, 10^s)
             g = math.gcd(p, 10**s)
             p, s = p // g, 0
+    if integer and p == 1:
+        # float texts of integers must stay finite (1e400 is float infinity)
+        if fhi is None or fhi > MAX_FLOAT:
+            fhi, fhi_excl = MAX_FLOAT, False
+        if flo is None or flo < -MAX_FLOAT:
+            flo, flo_excl = -MAX_FLOAT, False
     sig = 0 if integer else None
     if multiple is not None:
         sig = s if sig is None else min(sig, s)
@@ -468,6 +475,13 @@ def number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
         return _multiple_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, p, s, sig, add_rule, prefix,
                               307 if integer else None)
     return _range_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, sig, nonint)
+
+
+@lru_cache(maxsize=1)
+def _any_integer() -> str:
+    sci = '[1-9] ("." [0-9]{1,16})? %s' % exp_expr(SCI_HI, 307)
+    dec = '("0" | [1-9] [0-9]{0,16}) "." "0"+'
+    return '"-"? ("0" | [1-9] [0-9]* | %s | %s)' % (dec, sci)
 
 
 def _range_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, sig, nonint=False) -> Optional[str]:
@@ -512,7 +526,13 @@ def _pos_float(a, a_incl, b, b_incl, sig, nonint=False) -> Optional[str]:
     if b is not None and (b < a or (b == a and not (a_incl and b_incl))):
         return None
     alts = []
-    dec = fixed_point(a, a_incl, b, b_incl, sig, False, 0 if nonint else None)
+    # fixed-point texts only in [1e-17, 1e17): json.dumps writes the rest in
+    # scientific form (and the digit grammars stay small)
+    da, da_incl = (a, a_incl) if a >= DEC_MIN else (DEC_MIN, True)
+    db, db_incl = (b, b_incl) if b is not None and b < DEC_MAX else (DEC_MAX, False)
+    dec = None
+    if da < db or (da == db and da_incl and db_incl):
+        dec = fixed_point(da, da_incl, db, db_incl, sig, False, 0 if nonint else None)
     if dec:
         alts.append(dec)
     sci = _sci(a, a_incl, b, b_incl, sig, nonint)
@@ -867,7 +887,7 @@ _EXPR = rf"\{{[+#./;?&=,!@|]?{_VARSPEC}(,{_VARSPEC})*\}}"
 _LITCH = r"([\x21\x23-\x24\x26\x28-\x3B\x3D\x3F-\x5B\x5D\x5F\x61-\x7A\x7E\u00a0-\ud7ff\ue000-\ufffd]|%[0-9A-Fa-f]{2})"
 URI_TEMPLATE = rf"({_LITCH}|{_EXPR})*"
 # RFC 1123 host names (labels of letters, digits and inner hyphens, 1-63 each; an
-# optional final dot).  The 253-character total limit is enforced by length.
+# optional final dot).
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
 HOSTNAME = rf"{_LABEL}(\.{_LABEL})*\.?"
 
@@ -888,7 +908,9 @@ FORMAT_PATTERNS = {
     "uri-template": f"^{URI_TEMPLATE}$",
     "hostname": f"^{HOSTNAME}$",
 }
-FORMAT_MAX_LENGTH = {"hostname": 253}
+# (hostname's 253-character total is not enforced: with the label structure it needs
+# an automaton of tens of thousands of states; labels are limited to 63.)
+FORMAT_MAX_LENGTH: dict = {}
 
 # Formats that cannot be expressed: rejected, or dropped with a warning (lenient).
 UNSUPPORTED_FORMATS = {"regex", "idn-hostname", "iri", "iri-reference"}
