@@ -70,6 +70,7 @@ _ARR_KW = {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "c
 _APPLICATORS = {"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef",
                 "$recursiveRef"}
 _INTERNAL = {"$xg:notEnum", "$xg:notPattern", "$xg:notFormat", "$xg:forbid", "$xg:types"}
+_CONTAINER_KW = frozenset(_OBJ_KW | _ARR_KW)
 KNOWN = ANNOTATIONS | _TYPE_KW | _NUM_KW | _STR_KW | _OBJ_KW | _ARR_KW | _APPLICATORS | _INTERNAL
 
 _ALL_TYPES = frozenset({"null", "boolean", "object", "array", "string", "int", "frac"})
@@ -77,6 +78,15 @@ _TYPE_MAP = {
     "null": {"null"}, "boolean": {"boolean"}, "object": {"object"}, "array": {"array"},
     "string": {"string"}, "integer": {"int"}, "number": {"int", "frac"},
 }
+
+
+def _urljoin(base: str, ref: str) -> str:
+    """urljoin that also handles non-hierarchical bases (urn:...)."""
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
+    if ":" in ref.split("/", 1)[0]:
+        return ref
+    return urljoin(base, ref)
 
 
 def _ptr_join(path: str, *tokens) -> str:
@@ -216,6 +226,7 @@ class _Converter:
         self.dfa_cache: Dict[Any, Any] = {}
         self.alt_count = 0
         self.keep = []  # internal dicts kept alive (their ids are cache keys)
+        self.dynamic_count: Dict[str, int] = {}
         self.index(schema, _DEFAULT_BASE, "")
         self.any_rule_names: Dict[int, str] = {}
 
@@ -257,7 +268,7 @@ class _Converter:
             if nid is None and isinstance(node.get("id"), str) and "$schema" in node and "draft-04" in str(node["$schema"]):
                 nid = node["id"]
             if nid is not None:
-                base = urljoin(base, nid)
+                base = _urljoin(base, nid)
                 base, frag = urldefrag(base)
                 self.resources.setdefault(base, (node, ptr))
             if not ptr:
@@ -265,6 +276,8 @@ class _Converter:
             for akw in ("$anchor", "$dynamicAnchor"):
                 if isinstance(node.get(akw), str):
                     self.anchors.setdefault(base + "#" + node[akw], (node, ptr))
+            if isinstance(node.get("$dynamicAnchor"), str):
+                self.dynamic_count[node["$dynamicAnchor"]] = self.dynamic_count.get(node["$dynamicAnchor"], 0) + 1
             self.base_of[id(node)] = base
             self.ptr_of[id(node)] = ptr
             for k, v in node.items():
@@ -279,7 +292,7 @@ class _Converter:
 
     def resolve_ref(self, ref: str, holder: dict, path: str) -> Tuple[Any, str]:
         base = self.base_of.get(id(holder), _DEFAULT_BASE)
-        full = urljoin(base, ref)
+        full = _urljoin(base, ref)
         doc, frag = urldefrag(full)
         if full in self.anchors:
             return self.anchors[full]
@@ -343,6 +356,12 @@ class _Converter:
                 if kw in s and kw not in skip:
                     ref = s[kw]
                     if kw == "$dynamicRef" and isinstance(ref, str) and "#" in ref and not ref.split("#", 1)[1].startswith("/"):
+                        # static resolution is exact when the anchor is not dynamic
+                        # anywhere else (one $dynamicAnchor of that name at most)
+                        if self.dynamic_count.get(ref.split("#", 1)[1], 0) > 1:
+                            self.fail(kw, _ptr_join(path, kw), "dynamic scopes are not supported")
+                            continue
+                    if kw == "$recursiveRef":
                         self.fail(kw, _ptr_join(path, kw), "dynamic scopes are not supported")
                         continue
                     target, tpath = self.resolve_ref(ref, s, _ptr_join(path, kw))
@@ -409,7 +428,7 @@ class _Converter:
 
     def needs_rule(self, parts) -> bool:
         for s, _, skip in parts:
-            if any(k in s for k in _OBJ_KW | _ARR_KW):
+            if not _CONTAINER_KW.isdisjoint(s.keys()):
                 return True
             t = s.get("type")
             if t in ("object", "array") or (isinstance(t, list) and ("object" in t or "array" in t)):
@@ -704,6 +723,11 @@ class _Converter:
             if s["items"] is not True:
                 scoped("array", {"contains": {"not": s["items"]}, "items": True})
             handled.add("items")
+        if "prefixItems" in s and "items" not in s and "unevaluatedItems" not in s and isinstance(s["prefixItems"], list):
+            for j, sub in enumerate(s["prefixItems"]):
+                if sub is not True:
+                    scoped("array", {"prefixItems": [True] * j + [{"not": sub}], "minItems": j + 1, "items": True})
+            handled.add("prefixItems")
         if "contains" in s and not any(k in s for k in ("minContains", "maxContains")):
             scoped("array", {"items": {"not": s["contains"]}})
             handled.add("contains")
@@ -1220,7 +1244,7 @@ class _Converter:
                 if kw in s and kw not in skip and s[kw]:
                     return self.obj_dependencies(parts, idx, kw, d, hint)
         lay = self.layout
-        constrained = any(any(k in s for k in _OBJ_KW) or _mentions(s, "object") for s, _, _ in parts)
+        constrained = any(not _OBJ_KW.isdisjoint(s.keys()) or _mentions(s, "object") for s, _, _ in parts)
         props: Dict[str, list] = {}
         order: List[str] = []
         required = set()
@@ -1613,7 +1637,7 @@ class _Converter:
     # ------------------------------------------------------------------ arrays
     def array(self, parts, d: int, hint: str) -> Optional[str]:
         lay = self.layout
-        constrained = any(any(k in s for k in _ARR_KW) or _mentions(s, "array") for s, _, _ in parts)
+        constrained = any(not _ARR_KW.isdisjoint(s.keys()) or _mentions(s, "array") for s, _, _ in parts)
         min_i, max_i = 0, None
         contains = []
         unique = False

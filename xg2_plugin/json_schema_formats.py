@@ -91,6 +91,7 @@ def int_range(a: int, b: Optional[int]) -> Optional[str]:
 # ----------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)
 def _frac_digits(x: Fraction) -> str:
     """Digits of the fractional part of a terminating decimal (trailing zeros cut)."""
     x = x - math.floor(x)
@@ -424,6 +425,36 @@ def _decimal_parts(k: Fraction) -> Tuple[int, int]:
 
 def number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
                 multiple=None, add_rule=None, prefix="num", nonint=False, exclude=()) -> Optional[str]:
+    """See :func:`_number_expr`; results that need no helper rules are cached."""
+    key = (_tag(lo), bool(lo_excl), _tag(hi), bool(hi_excl), bool(integer), _tag(multiple), bool(nonint),
+           tuple(_tag(x) for x in exclude))
+    hit = _NUMBER_CACHE.get(key)
+    if hit is not None:
+        return hit[0]
+    rules = []
+    out = _number_expr(lo, lo_excl, hi, hi_excl, integer, multiple,
+                       lambda n, b: rules.append((n, b)), prefix, nonint, exclude)
+    if not rules:
+        if len(_NUMBER_CACHE) > 4096:
+            _NUMBER_CACHE.clear()
+        _NUMBER_CACHE[key] = (out,)
+    elif add_rule is not None:
+        for n, b in rules:
+            add_rule(n, b)
+    else:
+        raise NumberError("this numeric constraint needs helper rules")
+    return out
+
+
+_NUMBER_CACHE: dict = {}
+
+
+def _tag(v):
+    return None if v is None else (type(v).__name__, v)
+
+
+def _number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
+                 multiple=None, add_rule=None, prefix="num", nonint=False, exclude=()) -> Optional[str]:
     """EBNF for JSON number texts meeting the constraints; None when none does.
 
     ``lo``/``hi``: int or float or None; ``*_excl``: exclusive bounds; ``integer``:
