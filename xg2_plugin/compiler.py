@@ -151,6 +151,17 @@ class GrammarCompiler:
         """Any JSON object or array."""
         return self._cached(("builtin_json",), Grammar.builtin_json_grammar)
 
+    def compile_lark(self, lark_string: str) -> CompiledGrammar:
+        """Compile a Lark grammar (start rule ``start``); see :meth:`Grammar.from_lark`."""
+        return self._cached(("lark", lark_string), lambda: Grammar.from_lark(lark_string))
+
+    def compile_choices(self, choices) -> CompiledGrammar:
+        """Compile a choice among strings; see :meth:`Grammar.from_choices`."""
+        from .choice import check_choices
+
+        items = tuple(check_choices(choices))
+        return self._cached(("choices", items), lambda: Grammar.from_choices(items))
+
     def _cached(self, key: Hashable, make_grammar) -> CompiledGrammar:
         if self._cache_enabled:
             with self._lock:

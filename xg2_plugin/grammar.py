@@ -127,6 +127,30 @@ class Grammar:
         """Any JSON object or array (the grammar of OpenAI's ``json_object`` mode)."""
         return Grammar.from_ebnf(_BUILTIN_JSON_EBNF)
 
+    @staticmethod
+    def from_lark(lark_string: str) -> "Grammar":
+        """A grammar from Lark syntax (the subset vLLM passes as a ``grammar`` request);
+        the start rule is ``start``.  Raises ``GrammarError`` with the line and column in
+        the Lark source (also as its ``line`` and ``column`` attributes) for invalid
+        grammars and unsupported constructs.  See :mod:`xg2_plugin.lark` for the subset
+        and how ``%ignore`` is treated."""
+        from ._errors import XG2Error
+        from .lark import lark_to_ebnf
+
+        ebnf, root = lark_to_ebnf(lark_string)
+        try:
+            return Grammar.from_ebnf(ebnf, root_rule_name=root)
+        except XG2Error as e:  # a limit of the core, say; its position is in the EBNF
+            raise type(e)(f"{e} (in the EBNF converted from the Lark grammar)") from e
+
+    @staticmethod
+    def from_choices(choices) -> "Grammar":
+        """A grammar whose strings are exactly the given strings (vLLM's ``choice``
+        request).  ``InvalidArgumentError`` for an empty list or a non-string item."""
+        from .choice import choices_to_ebnf
+
+        return Grammar.from_ebnf(choices_to_ebnf(choices))
+
     @property
     def num_rules(self) -> int:
         return int(lib.xg2_grammar_num_rules(self._handle))
