@@ -37,10 +37,9 @@ def ebnf_string_literal(text: str) -> str:
 # free whitespace between tokens.
 _BUILTIN_JSON_EBNF = r"""
 root ::= object | array
-value ::= object | array | string | number | "true" | "false" | "null"
-object ::= "{" ws ( member ( ws "," ws member )* ws )? "}"
-member ::= string ws ":" ws value
+object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* ws )? "}"
 array ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
+value ::= object | array | string | number | "true" | "false" | "null"
 string ::= "\"" ( [^"\\\x00-\x1f] | "\\" escape )* "\""
 escape ::= ["\\/bfnrt] | "u" [0-9a-fA-F]{4}
 number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [+-]? [0-9]+ )?

@@ -19,48 +19,82 @@ from .compiler import CompiledGrammar
 __all__ = ["GrammarMatcher", "BatchGrammarMatcher"]
 
 
+class _BitmaskView:
+    """The checked geometry of one bitmask object: base pointer, rows, row stride.
+
+    Checking dtype, device and shape costs more than filling a sparse mask, so the
+    last bitmask seen is remembered and re-validated by identity, data pointer and
+    shape only."""
+
+    __slots__ = ("obj", "ptr", "rows", "stride", "shape")
+
+    def __init__(self, bitmask: Any, words: int) -> None:
+        try:
+            import torch
+        except ImportError:  # numpy-only environments
+            torch = None
+        if torch is not None and isinstance(bitmask, torch.Tensor):
+            if bitmask.device.type != "cpu":
+                raise InvalidArgumentError(f"the bitmask must be on the CPU, got {bitmask.device}")
+            if bitmask.dtype != torch.int32:
+                raise InvalidArgumentError(f"the bitmask must be int32, got {bitmask.dtype}")
+            if bitmask.dim() not in (1, 2):
+                raise InvalidArgumentError(f"the bitmask must be 1-D or 2-D, got {bitmask.dim()}-D")
+            shape, strides, ptr = tuple(bitmask.shape), tuple(bitmask.stride()), bitmask.data_ptr()
+        elif isinstance(bitmask, np.ndarray):
+            if bitmask.dtype != np.int32:
+                raise InvalidArgumentError(f"the bitmask must be int32, got {bitmask.dtype}")
+            if bitmask.ndim not in (1, 2):
+                raise InvalidArgumentError(f"the bitmask must be 1-D or 2-D, got {bitmask.ndim}-D")
+            if not bitmask.flags.writeable:
+                raise InvalidArgumentError("the bitmask array is read-only")
+            shape, strides, ptr = bitmask.shape, tuple(s // 4 for s in bitmask.strides), bitmask.ctypes.data
+        else:
+            raise InvalidArgumentError(
+                f"the bitmask must be a torch.Tensor or numpy.ndarray, got {type(bitmask).__name__}"
+            )
+        self.shape = tuple(shape)
+        if len(shape) == 1:
+            shape, strides = (1,) + tuple(shape), (0,) + tuple(strides)
+        rows, width = shape
+        if width != words:
+            raise InvalidArgumentError(
+                f"the bitmask has {width} int32 words per row; this vocabulary needs {words} "
+                f"(use allocate_token_bitmask(batch, tokenizer_info.vocab_size))"
+            )
+        if strides[1] != 1 and width > 1:
+            raise InvalidArgumentError("the bitmask rows must be contiguous")
+        self.obj, self.ptr, self.rows, self.stride = bitmask, ptr, rows, strides[0] * 4
+
+    def still_valid(self, bitmask: Any) -> bool:
+        if bitmask is not self.obj:
+            return False
+        if hasattr(bitmask, "data_ptr"):
+            return bitmask.data_ptr() == self.ptr and tuple(bitmask.shape) == self.shape
+        return bitmask.ctypes.data == self.ptr and bitmask.shape == self.shape
+
+    def row(self, index: int) -> Any:
+        if not 0 <= index < self.rows:
+            raise InvalidArgumentError(f"index {index} is out of range for a bitmask of {self.rows} rows")
+        return ffi.cast("int32_t *", self.ptr + index * self.stride)
+
+
+_last_view: Optional[_BitmaskView] = None
+
+
+def _view(bitmask: Any, words: int) -> _BitmaskView:
+    global _last_view
+    view = _last_view
+    if view is None or not view.still_valid(bitmask) or view.shape[-1] != words:
+        view = _BitmaskView(bitmask, words)
+        _last_view = view
+    return view
+
+
 def _row_pointer(bitmask: Any, index: int, words: int) -> Tuple[Any, Any]:
-    """(int32_t* to row `index`, keepalive) after checking dtype, device and shape."""
-    try:
-        import torch
-    except ImportError:  # numpy-only environments
-        torch = None
-    if torch is not None and isinstance(bitmask, torch.Tensor):
-        if bitmask.device.type != "cpu":
-            raise InvalidArgumentError(f"the bitmask must be on the CPU, got {bitmask.device}")
-        if bitmask.dtype != torch.int32:
-            raise InvalidArgumentError(f"the bitmask must be int32, got {bitmask.dtype}")
-        if bitmask.dim() not in (1, 2):
-            raise InvalidArgumentError(f"the bitmask must be 1-D or 2-D, got {bitmask.dim()}-D")
-        shape, strides = tuple(bitmask.shape), tuple(bitmask.stride())
-        ptr, itemsize = bitmask.data_ptr(), 4
-    elif isinstance(bitmask, np.ndarray):
-        if bitmask.dtype != np.int32:
-            raise InvalidArgumentError(f"the bitmask must be int32, got {bitmask.dtype}")
-        if bitmask.ndim not in (1, 2):
-            raise InvalidArgumentError(f"the bitmask must be 1-D or 2-D, got {bitmask.ndim}-D")
-        if not bitmask.flags.writeable:
-            raise InvalidArgumentError("the bitmask array is read-only")
-        shape, strides = bitmask.shape, tuple(s // 4 for s in bitmask.strides)
-        ptr, itemsize = bitmask.ctypes.data, 4
-    else:
-        raise InvalidArgumentError(
-            f"the bitmask must be a torch.Tensor or numpy.ndarray, got {type(bitmask).__name__}"
-        )
-    if len(shape) == 1:
-        shape, strides = (1,) + tuple(shape), (0,) + tuple(strides)
-    rows, width = shape
-    if width != words:
-        raise InvalidArgumentError(
-            f"the bitmask has {width} int32 words per row; this vocabulary needs {words} "
-            f"(use allocate_token_bitmask(batch, tokenizer_info.vocab_size))"
-        )
-    if strides[1] != 1:
-        raise InvalidArgumentError("the bitmask rows must be contiguous")
-    index = int(index)
-    if not 0 <= index < rows:
-        raise InvalidArgumentError(f"index {index} is out of range for a bitmask of {rows} rows")
-    return ffi.cast("int32_t *", ptr + index * strides[0] * itemsize), bitmask
+    """(int32_t* to row `index`, the checked view) after checking dtype, device and shape."""
+    view = _view(bitmask, words)
+    return view.row(int(index)), view
 
 
 class GrammarMatcher:
@@ -104,6 +138,7 @@ class GrammarMatcher:
         self._compiled = compiled_grammar
         self._words = (compiled_grammar.tokenizer_info.vocab_size + 31) // 32
         self._accepted = ffi.new("int *")
+        self._need = ffi.new("int *")
 
     @property
     def compiled_grammar(self) -> CompiledGrammar:
@@ -135,10 +170,9 @@ class GrammarMatcher:
         ``(batch, ceil(vocab_size/32))`` (see :func:`allocate_token_bitmask`).  Returns
         whether the mask needs applying (False only if every token is allowed).  The
         matcher state is unchanged."""
-        ptr, keep = _row_pointer(bitmask, index, self._words)
-        need = ffi.new("int *")
-        check(lib.xg2_matcher_fill_mask(self._handle, ptr, self._words, need))
-        del keep
+        view = _view(bitmask, self._words)
+        need = self._need
+        check(lib.xg2_matcher_fill_mask(self._handle, view.row(index), self._words, need))
         return bool(need[0])
 
     def find_jump_forward_string(self) -> str:
@@ -170,6 +204,14 @@ class GrammarMatcher:
         forked = GrammarMatcher.__new__(GrammarMatcher)
         forked._init(ffi.gc(out[0], lib.xg2_matcher_free), self._compiled)
         return forked
+
+    def _debug_print_internal_state(self) -> str:
+        """The parser's current items, for debugging (the format may change)."""
+        length = ffi.new("size_t *")
+        check(lib.xg2_matcher_debug_state(self._handle, ffi.NULL, 0, length))
+        buf = ffi.new("char[]", max(length[0], 1))
+        check(lib.xg2_matcher_debug_state(self._handle, buf, length[0], length))
+        return ffi.unpack(buf, length[0]).decode("utf-8", "replace")
 
     @property
     def num_accepted_steps(self) -> int:
@@ -220,16 +262,13 @@ class BatchGrammarMatcher:
         if indices is not None and len(indices) != len(matchers):
             raise InvalidArgumentError(f"{len(indices)} indices for {len(matchers)} matchers")
         words = matchers[0]._words
-        first, keep = _row_pointer(bitmask, 0, words)
-        shape = tuple(bitmask.shape)
-        rows = 1 if len(shape) == 1 else shape[0]
-        contiguous = bitmask.is_contiguous() if hasattr(bitmask, "is_contiguous") else bitmask.flags.c_contiguous
-        if not contiguous:
+        view = _view(bitmask, words)
+        if view.rows > 1 and view.stride != 4 * words:
             raise InvalidArgumentError("a batch fill needs a contiguous bitmask")
+        first, rows = view.row(0), view.rows
         handles = ffi.new("xg2_matcher *[]", [m._handle for m in matchers])
         idx = ffi.NULL if indices is None else ffi.new("int32_t[]", [int(i) for i in indices])
         check(lib.xg2_batch_fill_masks(handles, len(matchers), first, rows, words, idx, self._threads))
-        del keep
 
     @staticmethod
     def batch_accept_token(matchers: Sequence[GrammarMatcher], tokens: Sequence[int]) -> List[bool]:

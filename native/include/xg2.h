@@ -168,6 +168,10 @@ int xg2_matcher_is_completed(const xg2_matcher *matcher);
 /* Steps accepted so far (what rollback can undo). */
 int32_t xg2_matcher_num_steps(const xg2_matcher *matcher);
 
+/* A human-readable dump of the parser's current item set (for debugging; the
+ * format may change).  Writes at most cap bytes and sets *len to the full length. */
+int xg2_matcher_debug_state(const xg2_matcher *matcher, char *buf, size_t cap, size_t *len);
+
 /* Copy up to cap of the matcher's stop token ids; returns how many there are. */
 int32_t xg2_matcher_stop_ids(const xg2_matcher *matcher, int32_t *out, int32_t cap);
 

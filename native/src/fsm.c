@@ -93,6 +93,10 @@ static void build_ref(nfa_builder *b, uint32_t r, uint32_t from, uint32_t to, ui
         return;
     }
     for (int i = 0; i < b->sp; i++) {
+        if (b->stack[i] == r && !b->bytes_only) { /* a recursive rule expands once */
+            add_edge(b, NE_RULE, from, to, r, 0);
+            return;
+        }
         if (b->stack[i] == r) {
             b->rc = xg2__fail(XG2_ERR_GRAMMAR,
                               "a lookahead assertion must be regular, but it reaches rule \"%s\", which is recursive",
@@ -587,7 +591,7 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     memset(out, 0, sizeof *out);
     uint32_t start = new_state(&b), final = new_state(&b);
     (void)start;
-    if (bytes_only && self_rule != UINT32_MAX) b.stack[b.sp++] = self_rule;
+    if (self_rule != UINT32_MAX) b.stack[b.sp++] = self_rule; /* never expand a rule into itself */
     build(&b, expr, 0, final, self_rule, 0, 1, 0);
     int rc = b.rc;
     if (rc) goto out;

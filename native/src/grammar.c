@@ -115,7 +115,10 @@ static uint64_t est_size(const xg2_ir *ir, uint32_t id, const uint8_t *inl, cons
     if (depth > 8 * XG2_MAX_NEST_DEPTH) return UINT32_MAX;
     switch (e->kind) {
     case XE_BYTES: return e->n;
-    case XE_CLASS: return 4ull * e->n + 4;
+    case XE_CLASS: /* ASCII ranges are single edges; others add UTF-8 continuation states */
+        for (uint32_t i = 0; i < e->n; i++)
+            if (ir->pool.a[e->a + 2 * i + 1] >= 0x80 || (e->flags & XF_NEGATED)) return 12;
+        return 1;
     case XE_REF: return inl[e->a] ? rsize[e->a] : 1;
     case XE_REPEAT: {
         uint64_t k = e->max >= 0 ? (uint64_t)e->max : (uint64_t)e->min + 1;
@@ -163,8 +166,13 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl) {
         uint32_t r = order[k];
         const xg2_rule_ir *ru = &ir->rules.a[r];
         rsize[r] = est_size(ir, ru->body, inl, rsize, 0);
+        /* A recursive rule is expanded into its callers (once: the builder never
+         * expands a rule into itself) only if it is a dispatcher -- a choice, like
+         * JSON's value -- so that what follows each alternative stays in the
+         * caller's automaton.  Other recursive rules stay rules. */
         int recursive = csize[comp[r]] > 1 || gr.self_loop[r];
-        inl[r] = ru->kind == RK_FSM && !recursive && ru->lookahead < 0 && r != ir->root &&
+        int dispatcher = ir->exprs.a[ru->body].kind == XE_CHOICE;
+        inl[r] = ru->kind == RK_FSM && ru->lookahead < 0 && r != ir->root && (!recursive || dispatcher) &&
                  rsize[r] <= XG2_INLINE_MAX_NFA;
     }
     /* The child of a counted repetition is entered by the parser, not inlined. */

@@ -82,41 +82,65 @@ int xg2__mask_fill(xg2_mask_cache *c, xg2_parser *p, const xg2_vocab *v, uint32_
     const xg2_grammar *g = p->g;
     uint32_t k = p->ns - 1;
     uint32_t begin = p->set_start.a[k], end = p->set_start.a[k + 1];
-    for (uint32_t i = begin; i < end; i++)
-        if (p->items.a[i].guard) return xg2__mask_walk(p, v, row);
-    const xg2_mask_entry *with_unc = NULL;
-    VEC(int32_t) merged = {0};
-    int rc = XG2_OK, n_unc_entries = 0;
     size_t words = v->words;
+    for (uint32_t i = begin; i < end; i++) {
+        if (p->items.a[i].guard) {
+            memset(row, 0, words * sizeof(uint32_t));
+            return xg2__mask_walk(p, v, row);
+        }
+    }
+    /* Gather the kernel items' entries (few: usually one). */
+    const xg2_mask_entry *small[8], **ents = small;
+    uint32_t n_ent = 0, cap_ent = 8;
+    int rc = XG2_OK;
+    VEC(int32_t) merged = {0};
     for (uint32_t i = begin; i < end; i++) {
         xg2_item it = p->items.a[i];
         if (it.origin >= k && !(k == 0 && i == begin)) continue; /* a prediction */
         if (!(g->states[it.state].flags & (SF_BYTES | SF_REFS | SF_REPEAT))) continue;
-        const xg2_mask_entry *e;
-        if ((rc = xg2__mask_entry_get(c, g, v, &it, &e))) goto out;
-        if (e->bits) {
-            for (size_t w = 0; w < words; w++) row[w] |= e->bits[w];
-        } else {
-            for (uint32_t j = 0; j < e->n_acc; j++) {
-                uint32_t t = (uint32_t)e->acc[j];
-                row[t >> 5] |= 1u << (t & 31);
-            }
+        if (n_ent == cap_ent) {
+            const xg2_mask_entry **bigger = xg2__malloc(sizeof(*bigger) * cap_ent * 2);
+            if (!bigger) { rc = XG2_NOMEM(); goto out; }
+            memcpy(bigger, ents, sizeof(*bigger) * n_ent);
+            if (ents != small) xg2__free((void *)ents);
+            ents = bigger;
+            cap_ent *= 2;
         }
-        if (e->n_unc) {
-            if (++n_unc_entries == 1) {
-                with_unc = e;
-            } else {
-                if (n_unc_entries == 2) {
-                    if (vec_reserve(&merged, with_unc->n_unc)) { rc = XG2_NOMEM(); goto out; }
-                    memcpy(merged.a, with_unc->unc, sizeof(int32_t) * with_unc->n_unc);
-                    merged.n = with_unc->n_unc;
-                }
-                if (vec_reserve(&merged, (uint64_t)merged.n + e->n_unc)) { rc = XG2_NOMEM(); goto out; }
-                memcpy(merged.a + merged.n, e->unc, sizeof(int32_t) * e->n_unc);
-                merged.n += e->n_unc;
-            }
-        }
+        if ((rc = xg2__mask_entry_get(c, g, v, &it, &ents[n_ent]))) goto out;
+        n_ent++;
     }
+    /* Accepted tokens: copy the first bitset, OR the others, then set listed ids. */
+    int wrote = 0;
+    for (uint32_t j = 0; j < n_ent; j++) {
+        if (!ents[j]->bits) continue;
+        if (!wrote) memcpy(row, ents[j]->bits, words * sizeof(uint32_t));
+        else for (size_t w = 0; w < words; w++) row[w] |= ents[j]->bits[w];
+        wrote = 1;
+    }
+    if (!wrote) memset(row, 0, words * sizeof(uint32_t));
+    const xg2_mask_entry *with_unc = NULL;
+    int n_unc_entries = 0;
+    for (uint32_t j = 0; j < n_ent; j++) {
+        const xg2_mask_entry *e = ents[j];
+        for (uint32_t x = 0; x < e->n_acc; x++) {
+            uint32_t t = (uint32_t)e->acc[x];
+            row[t >> 5] |= 1u << (t & 31);
+        }
+        if (!e->n_unc) continue;
+        if (++n_unc_entries == 1) {
+            with_unc = e;
+            continue;
+        }
+        if (n_unc_entries == 2) {
+            if (vec_reserve(&merged, with_unc->n_unc)) { rc = XG2_NOMEM(); goto out; }
+            memcpy(merged.a, with_unc->unc, sizeof(int32_t) * with_unc->n_unc);
+            merged.n = with_unc->n_unc;
+        }
+        if (vec_reserve(&merged, (uint64_t)merged.n + e->n_unc)) { rc = XG2_NOMEM(); goto out; }
+        memcpy(merged.a + merged.n, e->unc, sizeof(int32_t) * e->n_unc);
+        merged.n += e->n_unc;
+    }
+    /* Uncertain tokens: ask the live parser, in byte order. */
     if (n_unc_entries == 1) {
         rc = resolve(p, v, with_unc->unc, with_unc->n_unc, row);
     } else if (n_unc_entries > 1) {
@@ -130,6 +154,7 @@ int xg2__mask_fill(xg2_mask_cache *c, xg2_parser *p, const xg2_vocab *v, uint32_
         rc = resolve(p, v, merged.a, m, row);
     }
 out:
+    if (ents != small) xg2__free((void *)ents);
     vec_free(&merged);
     return rc;
 }

@@ -6,8 +6,8 @@
 
 #include "maskcache.h"
 
-/* OR into row (ceil(vocab_size/32) words) every token the parser accepts from
- * its current state.  The parser is left as it was.
+/* Write row (ceil(vocab_size/32) words; mask_walk only ORs into it) with every
+ * token the parser accepts from its current state.  The parser is left as it was.
  *
  * xg2__mask_fill uses the adaptive cache: the cached split of each kernel item,
  * then the uncertain tokens checked against the live parser.  xg2__mask_walk

@@ -188,7 +188,7 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     if (!e) { rc = XG2_NOMEM(); goto out; }
     uint32_t n_acc = 0;
     for (size_t i = 0; i < words; i++) n_acc += (uint32_t)__builtin_popcount(acc[i]);
-    if (n_acc < words) { /* a list is smaller than the bitset */
+    if (n_acc < words / 16) { /* few tokens: setting bits from a list beats OR-ing a bitset */
         e->acc = xg2__malloc(sizeof(int32_t) * (n_acc ? n_acc : 1));
         if (!e->acc) { xg2__free(e); rc = XG2_NOMEM(); goto out; }
         for (size_t i = 0; i < words; i++)

@@ -190,9 +190,9 @@ static void set_stop_bits(const xg2_matcher *m, uint32_t *row) {
 /* Shared by the single and the batch fill (the caller holds the matcher). */
 XG2_HIDDEN int xg2__matcher_fill(xg2_matcher *m, uint32_t *row, int *need_apply) {
     const xg2_vocab *v = m->v;
-    size_t words = ((size_t)v->vocab_size + 31) / 32;
-    memset(row, 0, words * sizeof(uint32_t));
+    size_t words = v->words;
     if (m->stop_step) {
+        memset(row, 0, words * sizeof(uint32_t));
         set_stop_bits(m, row);
     } else {
         int rc = xg2__mask_fill(&m->c->cache, &m->parser, v, row);
@@ -303,3 +303,26 @@ int32_t xg2_matcher_stop_ids(const xg2_matcher *m, int32_t *out, int32_t cap) {
 XG2_HIDDEN int xg2__matcher_enter(xg2_matcher *m) { return enter(m); }
 XG2_HIDDEN void xg2__matcher_leave(xg2_matcher *m) { leave(m); }
 XG2_HIDDEN int32_t xg2__matcher_vocab_size(const xg2_matcher *m) { return m->v->vocab_size; }
+
+int xg2_matcher_debug_state(const xg2_matcher *m, char *buf, size_t cap, size_t *len) {
+    if (!m || !len || (cap && !buf)) return xg2__fail(XG2_ERR_ARG, "NULL argument");
+    const xg2_parser *p = &m->parser;
+    const xg2_grammar *g = m->g;
+    xg2_charvec o = {0};
+    uint32_t k = p->ns - 1;
+    int bad = xg2__charvec_printf(&o, "position %u, %u steps, %s\n", k, m->steps.n - 1,
+                                  m->stop_step ? "terminated" : xg2__parser_can_end(p) ? "can end" : "open");
+    for (uint32_t i = p->set_start.a[k]; i < p->set_start.a[k + 1] && !bad; i++) {
+        const xg2_item *it = &p->items.a[i];
+        const xg2_state *st = &g->states[it->state];
+        bad = xg2__charvec_printf(&o, "  %s state %u (+%u)%s%s origin %u count %u guard %u\n",
+                                  xg2__ir_name(&g->ir, st->rule), it->state, it->state - g->rules[st->rule].start,
+                                  (st->flags & SF_FINAL) ? " final" : "", (st->flags & SF_REPEAT) ? " repeat" : "",
+                                  it->origin, it->count, it->guard);
+    }
+    if (bad) { vec_free(&o); return XG2_NOMEM(); }
+    *len = o.n;
+    if (cap) memcpy(buf, o.a, o.n < cap ? o.n : cap);
+    vec_free(&o);
+    return XG2_OK;
+}
