@@ -10,11 +10,13 @@ constraint (accepting more) and warns.
 
 Semantics worth knowing:
 
-* ``strict_mode=True`` (XGrammar's meaning): a schema that constrains objects
-  (``type: object`` or any object keyword) and says nothing about extra properties
-  allows none, as if ``unevaluatedProperties: false``; likewise arrays without
-  ``items``/``unevaluatedItems`` allow no items past ``prefixItems``.  Schemas that
-  do not mention objects or arrays (``true``, ``{}``) still allow any value.
+* ``strict_mode=True`` (XGrammar's meaning): an object schema that uses object
+  keywords (``properties``, ``required``, ``minProperties``...) and says nothing
+  about extra properties allows none, as if ``unevaluatedProperties: false`` (names
+  listed in ``required`` count as declared, with any value); likewise arrays with
+  array keywords but no ``items``/``unevaluatedItems`` allow no items past
+  ``prefixItems``.  A bare ``{"type": "object"}`` or ``{"type": "array"}`` (and
+  ``true``, ``{}``) still allows any object or array, as in XGrammar.
 * Properties are generated in the schema's order (``any_order=False``); extra
   properties (``additionalProperties``/``patternProperties``) come after the
   declared ones, and can never be a declared name in disguise (escapes included).
@@ -71,6 +73,10 @@ _APPLICATORS = {"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", 
                 "$recursiveRef"}
 _INTERNAL = {"$xg:notEnum", "$xg:notPattern", "$xg:notFormat", "$xg:forbid", "$xg:types"}
 _CONTAINER_KW = frozenset(_OBJ_KW | _ARR_KW)
+# strict_mode applies to object (array) schemas that use one of these keywords; a bare
+# {"type": "object"} allows any object, as XGrammar does.
+_OBJ_STRICT_KW = frozenset(_OBJ_KW - {"propertyNames", "additionalProperties", "unevaluatedProperties"})
+_ARR_STRICT_KW = frozenset(_ARR_KW - {"items", "additionalItems", "unevaluatedItems"})
 KNOWN = ANNOTATIONS | _TYPE_KW | _NUM_KW | _STR_KW | _OBJ_KW | _ARR_KW | _APPLICATORS | _INTERNAL
 
 _ALL_TYPES = frozenset({"null", "boolean", "object", "array", "string", "int", "frac"})
@@ -557,7 +563,19 @@ class _Converter:
                 types &= sig
         return frozenset(types) if known else None
 
+    def deref(self, s, depth: int = 0):
+        """Follow a bare {"$ref": ...} (annotations aside) to its target."""
+        while isinstance(s, dict) and "$ref" in s and depth < 20 and all(
+                k == "$ref" or k in ANNOTATIONS for k in s):
+            try:
+                s, _ = self.resolve_ref(s["$ref"], s, "")
+            except GrammarError:
+                return s
+            depth += 1
+        return s
+
     def pairwise_disjoint(self, schemas) -> bool:
+        schemas = [self.deref(s) for s in schemas]
         sigs = [self.type_sig(s) for s in schemas]
         for i in range(len(schemas)):
             for j in range(i + 1, len(schemas)):
@@ -593,7 +611,7 @@ class _Converter:
         pa, pb = a.get("properties") or {}, b.get("properties") or {}
         ra, rb = set(a.get("required") or []), set(b.get("required") or [])
         for k in set(pa) & set(pb):
-            if k in ra and k in rb and self.values_disjoint(pa[k], pb[k]):
+            if k in ra and k in rb and self.values_disjoint(self.deref(pa[k]), self.deref(pb[k])):
                 return True
             if k in ra and k in rb:
                 ta, tb = self.type_sig(pa[k]), self.type_sig(pb[k])
@@ -1244,7 +1262,7 @@ class _Converter:
                 if kw in s and kw not in skip and s[kw]:
                     return self.obj_dependencies(parts, idx, kw, d, hint)
         lay = self.layout
-        constrained = any(not _OBJ_KW.isdisjoint(s.keys()) or _mentions(s, "object") for s, _, _ in parts)
+        constrained = any(not _OBJ_STRICT_KW.isdisjoint(s.keys()) for s, _, _ in parts)
         props: Dict[str, list] = {}
         order: List[str] = []
         required = set()
@@ -1637,7 +1655,7 @@ class _Converter:
     # ------------------------------------------------------------------ arrays
     def array(self, parts, d: int, hint: str) -> Optional[str]:
         lay = self.layout
-        constrained = any(not _ARR_KW.isdisjoint(s.keys()) or _mentions(s, "array") for s, _, _ in parts)
+        constrained = any(not _ARR_STRICT_KW.isdisjoint(s.keys()) for s, _, _ in parts)
         min_i, max_i = 0, None
         contains = []
         unique = False

@@ -534,9 +534,16 @@ def test_strict_mode_defaults():
     arr = {"type": "array", "prefixItems": [{"type": "integer"}]}
     assert accepts(compile_schema(arr), "[1]") and not accepts(compile_schema(arr), "[1, 2]")
     assert accepts(compile_schema(arr, strict_mode=False), '[1, "x", {"y": []}]')
-    # a schema that says nothing about objects still allows any object
-    assert accepts(compile_schema({"type": ["object", "null"]}, strict_mode=False), '{"k": 1}')
+    # a schema that uses no object/array keyword allows any object/array (as XGrammar)
+    assert accepts(compile_schema({"type": ["object", "null"]}), '{"k": 1}')
+    assert accepts(compile_schema({"type": "array"}), '[1, {"k": []}]')
     assert accepts(compile_schema(True), '{"k": [1, "x"]}')
+    # names in "required" count as declared
+    assert accepts(compile_schema({"type": "object", "required": ["q"]}), '{"q": [1]}')
+    assert not accepts(compile_schema({"type": "object", "required": ["q"]}), '{"q": 1, "r": 2}')
+    # array keywords without items: no items past the prefix
+    assert accepts(compile_schema({"type": "array", "maxItems": 3}), "[]")
+    assert not accepts(compile_schema({"type": "array", "maxItems": 3}), "[1]")
 
 
 # --------------------------------------------------------------------------------------
