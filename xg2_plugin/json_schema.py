@@ -72,6 +72,7 @@ _ARR_KW = {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "c
 _APPLICATORS = {"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef",
                 "$recursiveRef"}
 _INTERNAL = {"$xg:notEnum", "$xg:notPattern", "$xg:notFormat", "$xg:forbid", "$xg:types"}
+_LEGACY_ASSERTIONS = ("disallow", "extends", "divisibleBy")
 _CONTAINER_KW = frozenset(_OBJ_KW | _ARR_KW)
 # strict_mode applies to object (array) schemas that use one of these keywords; a bare
 # {"type": "object"} allows any object, as XGrammar does.
@@ -263,6 +264,16 @@ class _Converter:
         self.used_names.add(name)
         return name
 
+    def string_except(self, words) -> str:
+        one = self.shared("json-char", R.json_char())
+        return R.string_except(words, self.shared("json-chars", one + "*"), one)
+
+    def shared(self, name: str, body: str) -> str:
+        """A helper rule defined once per grammar."""
+        if name not in self.rules:
+            self.add_rule(name, body)
+        return name
+
     def add_rule(self, name: str, body: str) -> None:
         self.used_names.add(name)
         self.rules[name] = body
@@ -349,9 +360,10 @@ class _Converter:
                 continue
             pos[id(s)] = len(out)
             out.append([s, path, skip])
-            for kw in s:
-                if kw not in KNOWN and not kw.startswith("x-"):
-                    pass  # unknown keywords are annotations (specification)
+            for kw in _LEGACY_ASSERTIONS:
+                if kw in s and kw not in skip:
+                    self.fail(kw, _ptr_join(path, kw), "a draft-3 keyword (not supported)")
+            # other unknown keywords are annotations (specification)
             if "$ref" in s and "$ref" not in skip:
                 ref = s["$ref"]
                 if not isinstance(ref, str):
@@ -893,8 +905,8 @@ class _Converter:
         if isinstance(v, dict):
             if not v:
                 return lay.empty(d, "{", "}")
-            if len(v) > 6 and self.any_order:
-                raise GrammarError("an object constant with more than 6 keys cannot be matched in any order")
+            if len(v) > 5 and self.any_order:
+                raise GrammarError("an object constant with more than 5 keys cannot be matched in any order")
             import itertools
 
             orders = [list(v.items())] if not self.any_order else [list(p) for p in itertools.permutations(v.items())]
@@ -1227,7 +1239,7 @@ class _Converter:
                     return None
                 return f"{q} {R.emit(R.n_rep(R.n_set(cs), a2, b2))} {q}"
         if not irs and not negs and not_vals and min_len == 0 and max_len is None:
-            return f"{q} {R.string_except(not_vals)} {q}"
+            return f"{q} {self.string_except(not_vals)} {q}"
         # general case: intersect automata
         try:
             dfa = None
@@ -1328,6 +1340,10 @@ class _Converter:
             if vexpr is not None:
                 extras.append(f"{key_expr} {lay.colon(d)} {vexpr}")
         extra = _alt(extras)
+        if extra is not None and len(extra) > 120:
+            rn = self.new_name(f"{hint}-extra")
+            self.add_rule(rn, extra)
+            extra = rn
         if self.any_order and len(items) > 1:
             if len(items) <= _MAX_SUBSET_PROPS:
                 return self.obj_any_order(items, extra, min_p, max_p, d, hint)
@@ -1410,7 +1426,7 @@ class _Converter:
             # key language: matches inside patterns, none of outside, not declared
             simple = not inside and not outside and names_dfa is None
             if simple:
-                key = R.string_except(declared) if declared else R.JSON_CHAR_LOOSE + "*"
+                key = self.string_except(declared) if declared else R.JSON_CHAR_LOOSE + "*"
                 cases.append((f"{q} {key} {q}", vconj))
                 continue
             if len(inside) == 1 and not outside and names_dfa is None and not any(
@@ -1477,6 +1493,14 @@ class _Converter:
                     dd = R.words_dfa([v for v in vals if isinstance(v, str)])
                 elif k == "$xg:notEnum":
                     dd = R.words_dfa([v for v in s[k] if isinstance(v, str)]).complement()
+                elif k == "$xg:notPattern":
+                    dd = self.dfa_for(("pat", s[k]), p).complement()
+                elif k == "$xg:notFormat":
+                    dd = self.dfa_for(("fmt", s[k]), p).complement()
+                elif k == "$xg:types":
+                    if "string" not in s[k]:
+                        return R.DFA([[]], [False])
+                    continue
                 else:
                     self.fail(k, _ptr_join(p, k), "not supported inside propertyNames")
                     continue

@@ -196,6 +196,21 @@ def _shift(ranges: Tuple[Tuple[int, int], ...], lo: int, hi: int) -> Tuple[Tuple
     return tuple(out)
 
 
+_LEAD_LIT = re.compile(r'^"([0-9A-Za-z]+)"(?=$| )')
+_TAIL_LIT = re.compile(r'(?:^| )"((?:\\\\u)?[0-9A-Za-z]*)"$')
+
+
+def _cat(a: str, b: str) -> str:
+    """``a b`` with a literal ending a and a literal starting b merged."""
+    if not b:
+        return a
+    m1 = _TAIL_LIT.search(a)
+    m2 = _LEAD_LIT.match(b)
+    if m1 and m2:
+        return a[: m1.start(1) - 1] + '"' + m1.group(1) + m2.group(1) + '"' + b[m2.end():]
+    return a + " " + b
+
+
 @lru_cache(maxsize=4096)
 def digits_set(ranges: Tuple[Tuple[int, int], ...], width: int, base: int) -> str:
     """EBNF for fixed-width digit strings (base 10 or 16, hex case-insensitive) whose
@@ -220,7 +235,7 @@ def digits_set(ranges: Tuple[Tuple[int, int], ...], width: int, base: int) -> st
     for sub in order:
         rest = digits_set(sub, width - 1, base)
         head = _digit_class(groups[sub], base)
-        alts.append(head + (" " + rest if rest else ""))
+        alts.append(_cat(head, rest))
     if len(alts) == 1:
         return alts[0]
     return "(" + " | ".join(alts) + ")"
@@ -255,7 +270,7 @@ def encode_set(cs: CS) -> Optional[str]:
             alts.append('"\\\\" [' + inner + "]")
     bmp = cs_inter(cs, _BMP)
     if bmp:
-        alts.append('"\\\\u" ' + _hex4(bmp))
+        alts.append(_cat('"\\\\u"', _hex4(bmp)))
     astral = cs_inter(cs, ((0x10000, MAX_CP),))
     if astral:
         alts.extend(_encode_astral(astral))
@@ -278,8 +293,8 @@ def _encode_astral(cs: CS) -> List[str]:
             pieces.setdefault((0xDC00, l2), []).append((h2, h2))
     out = []
     for (l1, l2), highs in pieces.items():
-        out.append('"\\\\u" %s "\\\\u" %s' % (digits_set(tuple(sorted(highs)), 4, 16),
-                                             digits_set(((l1, l2),), 4, 16)))
+        out.append(_cat(_cat(_cat('"\\\\u"', digits_set(tuple(sorted(highs)), 4, 16)), '"\\\\u"'),
+                        digits_set(((l1, l2),), 4, 16)))
     return out
 
 
@@ -967,11 +982,13 @@ def words_dfa(words) -> DFA:
     return DFA(trans, accept)
 
 
-def string_except(words, lenient_budget: int = 0) -> str:
+def string_except(words, anystar: Optional[str] = None, anyone: Optional[str] = None) -> str:
     """EBNF (contents, no quotes) of every string except the given ones, as one
-    expression (a trie with "anything else" branches)."""
+    expression (a trie with "anything else" branches); ``anystar``: a rule name
+    for ``json_char()*`` (inlined when None)."""
     words = sorted(set(words))
-    anystar = json_char() + "*"
+    if anystar is None:
+        anystar = json_char() + "*"
     # Build the trie
     root: Dict = {}
     END = object()
@@ -988,7 +1005,7 @@ def string_except(words, lenient_budget: int = 0) -> str:
             alts.append(encode_char(ch) + " " + rec(node[ch]))
         other = cs_diff(ALL, cs_of("".join(chars)))
         if other:
-            alts.append(encode_set(other) + " " + anystar)
+            alts.append((anyone if anyone and other == ALL else encode_set(other)) + " " + anystar)
         if END not in node:
             alts.append('""')
         return "(" + " | ".join(alts) + ")"
