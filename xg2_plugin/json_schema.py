@@ -268,6 +268,50 @@ class _Converter:
         one = self.shared("json-char", R.json_char())
         return R.string_except(words, self.shared("json-chars", one + "*"), one)
 
+    def machine(self, hint: str, start, succ, final) -> Optional[str]:
+        """A right-linear family of rules: ``start`` a list of (expr, state),
+        ``succ(state)`` a list of (expr, state), ``final(state)`` whether it may end.
+        Only states that can still finish get a rule; returns the start expression
+        (None when nothing can finish)."""
+        graph = {}
+        todo = [st for _, st in start]
+        while todo:
+            st = todo.pop()
+            if st in graph:
+                continue
+            edges = succ(st)
+            graph[st] = edges
+            if len(graph) > 20000:
+                raise GrammarError(f"schema too large: more than 20000 automaton states ({hint})")
+            todo.extend(t for _, t in edges if t not in graph)
+        live = {st for st in graph if final(st)}
+        rev: Dict[Any, list] = {}
+        for st, edges in graph.items():
+            for _, t in edges:
+                rev.setdefault(t, []).append(st)
+        stack = list(live)
+        while stack:
+            t = stack.pop()
+            for p in rev.get(t, ()):
+                if p not in live:
+                    live.add(p)
+                    stack.append(p)
+        names = {}
+
+        def name(st):
+            if st not in names:
+                names[st] = self.new_name(hint)
+            return names[st]
+
+        for st in graph:
+            if st not in live:
+                continue
+            alts = [_seq(e, name(t)) for e, t in graph[st] if t in live]
+            if final(st):
+                alts.append('""')
+            self.add_rule(name(st), " | ".join(alts))
+        return _alt([_seq(e, name(t)) for e, t in start if t in live])
+
     def shared(self, name: str, body: str) -> str:
         """A helper rule defined once per grammar."""
         if name not in self.rules:
@@ -434,8 +478,9 @@ class _Converter:
             body = self.value_body(parts, d, hint=name)
             self.in_progress.discard(key)
             if body is None:
-                body = "[^\\x00-\\U0010ffff]"  # never referenced when empty (see below)
-                self.add_rule(name, body)
+                # matches nothing: rules that referenced it recursively are dropped
+                # as unreachable in convert()
+                self.rule_cache[key] = None
                 self.empty_rules.add(name)
                 return None
             self.add_rule(name, body)
@@ -1344,7 +1389,7 @@ class _Converter:
             rn = self.new_name(f"{hint}-extra")
             self.add_rule(rn, extra)
             extra = rn
-        if self.any_order and len(items) > 1:
+        if self.any_order and (len(items) > 1 or (items and extra is not None)):
             if len(items) <= _MAX_SUBSET_PROPS:
                 return self.obj_any_order(items, extra, min_p, max_p, d, hint)
             self.fail("any_order", parts[0][1], f"more than {_MAX_SUBSET_PROPS} properties cannot be ordered freely")
@@ -1501,6 +1546,22 @@ class _Converter:
                     if "string" not in s[k]:
                         return R.DFA([[]], [False])
                     continue
+                elif k == "not":
+                    inner = self.name_dfa(s[k], _ptr_join(p, k))
+                    dd = R.DFA([[]], [False]) if inner is None else inner.complement()
+                elif k == "anyOf":
+                    comp = None
+                    for j, sub in enumerate(s[k]):
+                        inner = self.name_dfa(sub, _ptr_join(p, k, j))
+                        if inner is None:
+                            comp = None
+                            break
+                        c = inner.complement()
+                        comp = c if comp is None else comp.intersect(c)
+                    else:
+                        dd = comp.complement() if comp is not None else None
+                    if dd is None:
+                        continue
                 else:
                     self.fail(k, _ptr_join(p, k), "not supported inside propertyNames")
                     continue
@@ -1579,57 +1640,41 @@ class _Converter:
         return _alt(alts)
 
     def obj_any_order(self, items, extra, min_p, max_p, d, hint) -> Optional[str]:
+        """Members in any order, each declared one at most once, extras anywhere:
+        states (members present, extras count) after the first member."""
         lay = self.layout
-        n = len(items)
         req_mask = 0
         for i, (_, _, r) in enumerate(items):
             if r:
                 req_mask |= 1 << i
         counting = min_p > 0 or max_p is not None
-        names: Dict[Tuple[int, int], Optional[str]] = {}
         cap = (max_p if max_p is not None else min_p) + 1
-        # state (mask, extras count) after at least one member
-        order = []
 
-        def state(mask: int, c: int) -> str:
-            c = min(c, cap) if counting else 0
-            key = (mask, c)
-            if key not in names:
-                names[key] = self.new_name(f"{hint}-m{mask}-{c}")
-                order.append(key)
-            return names[key]
+        def st(mask, c):
+            return (mask, min(c, cap) if counting else 0)
 
-        def total(mask, c):
-            return bin(mask).count("1") + c
+        def total(state):
+            return bin(state[0]).count("1") + state[1]
 
-        alts_first = []
-        for i, (_, member, _) in enumerate(items):
-            if max_p is None or 1 <= max_p:
-                alts_first.append(f"{member} {state(1 << i, 0)}")
-        if extra is not None and (max_p is None or 1 <= max_p):
-            alts_first.append(f"{extra} {state(0, 1)}")
-        done = set()
-        while order:
-            mask, c = order.pop()
-            if (mask, c) in done:
-                continue
-            done.add((mask, c))
-            alts = []
-            cnt = total(mask, c)
+        def moves(state, sep):
+            mask, c = state
+            out = []
+            if max_p is not None and total(state) + 1 > max_p:
+                return out
             for i, (_, member, _) in enumerate(items):
-                if not mask >> i & 1 and (max_p is None or cnt + 1 <= max_p):
-                    alts.append(f"{lay.sep(d)} {member} {state(mask | 1 << i, c)}")
-            if extra is not None and (max_p is None or cnt + 1 <= max_p):
-                alts.append(f"{lay.sep(d)} {extra} {state(mask, c + 1)}")
-            if (mask & req_mask) == req_mask and cnt >= min_p:
-                alts.append('""')
-            self.add_rule(names[(mask, c)], " | ".join(alts) if alts else '""')
-            if not alts:
-                self.rules[names[(mask, c)]] = "[^\\x00-\\U0010ffff]"
-                self.empty_rules.add(names[(mask, c)])
+                if not mask >> i & 1:
+                    out.append((_seq(sep, member), st(mask | 1 << i, c)))
+            if extra is not None:
+                out.append((_seq(sep, extra), st(mask, c + 1)))
+            return out
+
+        def final(state):
+            return (state[0] & req_mask) == req_mask and total(state) >= min_p
+
+        body = self.machine(f"{hint}-m", moves((0, 0), ""), lambda q: moves(q, lay.sep(d)), final)
         out = []
-        if alts_first:
-            out.append(f'"{{" {lay.first(d)} {_alt(alts_first)} {lay.last(d)} "}}"')
+        if body is not None:
+            out.append(f'"{{" {lay.first(d)} {body} {lay.last(d)} "}}"')
         if req_mask == 0 and min_p == 0:
             out.append(lay.empty(d, "{", "}"))
         return _alt(out)
@@ -1798,6 +1843,8 @@ class _Converter:
         return _alt(alts)
 
     def array_contains(self, prefix, rest, min_i, max_i, contains, d, hint) -> Optional[str]:
+        """Items split into those matching ``contains`` and those not; states
+        (position, matches so far), both capped."""
         (cs, cpath, _), lo_c, hi_c, path = contains
         lo_c = _nonneg_int(self, lo_c, "minContains", path)
         hi_c = None if hi_c is None else _nonneg_int(self, hi_c, "maxContains", path)
@@ -1807,7 +1854,7 @@ class _Converter:
 
         def split(conj, label):
             yes = self.value(conj + [(cs, cpath, frozenset())], d + 1, f"{hint}-{label}-c")
-            no = _alt([self.value(conj + [(a, cpath, frozenset())], d + 1, f"{hint}-{label}-n") for a in neg])
+            no = _alt([self.value(conj + [(a, cpath, _NOEVAL)], d + 1, f"{hint}-{label}-n") for a in neg])
             return yes, no
 
         pre = [split(c, str(j)) for j, c in enumerate(prefix)]
@@ -1817,52 +1864,35 @@ class _Converter:
         if rest is None:
             maxlen = m if maxlen is None else min(maxlen, m)
         len_cap = max(m, min_i) if maxlen is None else maxlen
-        if len_cap > 2000 or cap_c * (len_cap + 1) > 20000:
+        if cap_c * (len_cap + 1) > 20000:
             self.fail("contains", path, "the array bounds are too large to count contained items")
-        names: Dict[Tuple[int, int], str] = {}
-        todo = []
+            return self.array_seq([self.value(c, d + 1, hint) for c in prefix],
+                                  None if rest is None else self.value(rest, d + 1, hint), min_i, max_i, d)
 
         def st(j, c):
-            jj = j if maxlen is not None else min(j, len_cap)
-            cc = min(c, cap_c)
-            key = (jj, cc)
-            if key not in names:
-                names[key] = self.new_name(f"{hint}-c{jj}-{cc}")
-                todo.append(key)
-            return names[key]
+            return (j if maxlen is not None else min(j, len_cap), min(c, cap_c))
 
-        def ok_end(j, c):
+        def moves(state, sep):
+            j, c = state
+            if maxlen is not None and j >= maxlen:
+                return []
+            y, n = pre[j] if j < m else rs
+            out = []
+            if y is not None:
+                out.append((_seq(sep, y), st(j + 1, c + 1)))
+            if n is not None:
+                out.append((_seq(sep, n), st(j + 1, c)))
+            return out
+
+        def final(state):
+            j, c = state
             return j >= min_i and c >= lo_c and (hi_c is None or c <= hi_c)
 
-        first_alts = []
-        y, n = pre[0] if m > 0 else rs
-        if maxlen is None or maxlen >= 1:
-            if y is not None:
-                first_alts.append(f"{y} {st(1, 1)}")
-            if n is not None:
-                first_alts.append(f"{n} {st(1, 0)}")
-        done = set()
-        while todo:
-            j, c = todo.pop()
-            if (j, c) in done:
-                continue
-            done.add((j, c))
-            alts = []
-            if maxlen is None or j < maxlen:
-                y, n = pre[j] if j < m else rs
-                if y is not None and (hi_c is None or c + 1 <= hi_c or c >= cap_c):
-                    alts.append(f"{lay.sep(d)} {y} {st(j + 1, c + 1)}")
-                if n is not None:
-                    alts.append(f"{lay.sep(d)} {n} {st(j + 1, c)}")
-            if ok_end(j, c):
-                alts.append('""')
-            self.add_rule(names[(j, c)], " | ".join(alts) if alts else "[^\\x00-\\U0010ffff]")
-            if not alts:
-                self.empty_rules.add(names[(j, c)])
+        body = self.machine(f"{hint}-c", moves((0, 0), ""), lambda q: moves(q, lay.sep(d)), final)
         out = []
-        if first_alts:
-            out.append(f'"[" {lay.first(d)} {_alt(first_alts)} {lay.last(d)} "]"')
-        if ok_end(0, 0):
+        if body is not None:
+            out.append(f'"[" {lay.first(d)} {body} {lay.last(d)} "]"')
+        if final((0, 0)):
             out.append(lay.empty(d, "[", "]"))
         return _alt(out)
 
@@ -1887,32 +1917,17 @@ class _Converter:
         cap = k if max_i is None else min(k, max_i)
         if min_i > cap:
             return None
-        names: Dict[int, str] = {}
-        todo = []
 
-        def st(mask):
-            if mask not in names:
-                names[mask] = self.new_name(f"{hint}-u{mask}")
-                todo.append(mask)
-            return names[mask]
+        def moves(mask, sep):
+            if bin(mask).count("1") >= cap:
+                return []
+            return [(_seq(sep, lits[i]), mask | 1 << i) for i in range(k) if not mask >> i & 1]
 
-        first = [f"{lits[i]} {st(1 << i)}" for i in range(k)] if cap >= 1 else []
-        while todo:
-            mask = todo.pop()
-            cnt = bin(mask).count("1")
-            alts = []
-            if cnt < cap:
-                for i in range(k):
-                    if not mask >> i & 1:
-                        alts.append(f"{lay.sep(d)} {lits[i]} {st(mask | 1 << i)}")
-            if cnt >= min_i:
-                alts.append('""')
-            self.add_rule(names[mask], " | ".join(alts) if alts else "[^\\x00-\\U0010ffff]")
-            if not alts:
-                self.empty_rules.add(names[mask])
+        body = self.machine(f"{hint}-u", moves(0, ""), lambda q: moves(q, lay.sep(d)),
+                            lambda q: bin(q).count("1") >= min_i)
         out = []
-        if first:
-            out.append(f'"[" {lay.first(d)} {_alt(first)} {lay.last(d)} "]"')
+        if body is not None:
+            out.append(f'"[" {lay.first(d)} {body} {lay.last(d)} "]"')
         if min_i == 0:
             out.append(lay.empty(d, "[", "]"))
         return _alt(out)
@@ -1957,9 +1972,23 @@ class _Converter:
         root = self.value([(self.root, "", frozenset())], 0, "root-value")
         if root is None:
             raise GrammarError("the schema accepts no value")
+        # keep the rules reachable from root (helpers of abandoned branches go)
+        ref = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|([A-Za-z_][A-Za-z0-9_.-]*)')
+        reach = set()
+        todo = [root]
+        while todo:
+            body = todo.pop()
+            for m in ref.finditer(body):
+                nm = m.group(1)
+                if nm and nm in self.rules and nm not in reach:
+                    reach.add(nm)
+                    todo.append(self.rules[nm])
+                elif nm and nm in self.empty_rules:
+                    raise GrammarError(f"internal: rule {nm} matches nothing but is used")
         lines = [f"root ::= {root}"]
         for name, body in self.rules.items():
-            lines.append(f"{name} ::= {body}")
+            if name in reach:
+                lines.append(f"{name} ::= {body}")
         text = "\n".join(lines) + "\n"
         return text
 
