@@ -52,10 +52,11 @@ def check_step(m, vocab, case, rng, text: bytes, next_token: int, where: str):
 
     # Every allowed token is accepted (one fork: accept, then roll back).
     f = m.fork()
+    accept, rollback = f.accept_token, f.rollback
     rejected = []
     for t in allowed.tolist():
-        if f.accept_token(t):
-            f.rollback(1)
+        if accept(t):
+            rollback(1)
         else:
             rejected.append(t)
     assert not rejected, (
@@ -89,7 +90,11 @@ def check_step(m, vocab, case, rng, text: bytes, next_token: int, where: str):
             f"but the independent checker says viable={verdict}"
         )
 
+    # The stop token itself, through a fresh fork.
+    assert m.fork().accept_token(vocab.stop_id) == completed, f"{where}: stop token acceptance"
+
     assert m.num_accepted_steps == steps_before, f"{where}: checking changed the matcher"
+    assert np.array_equal(fill(m, V), row), f"{where}: the mask changed while checking forks"
     return bits
 
 
