@@ -62,7 +62,7 @@ ANNOTATIONS = {
 }
 # Keywords the converter enforces (or rejects explicitly below).
 _TYPE_KW = {"type", "enum", "const"}
-_NUM_KW = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+_NUM_KW = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "$xg:notMultipleOf"}
 _STR_KW = {"minLength", "maxLength", "pattern", "format"}
 _OBJ_KW = {"properties", "patternProperties", "additionalProperties", "required", "propertyNames",
            "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies",
@@ -71,7 +71,7 @@ _ARR_KW = {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "c
            "minContains", "maxContains", "uniqueItems", "unevaluatedItems"}
 _APPLICATORS = {"allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef",
                 "$recursiveRef"}
-_INTERNAL = {"$xg:notEnum", "$xg:notPattern", "$xg:notFormat", "$xg:forbid", "$xg:types"}
+_INTERNAL = {"$xg:notEnum", "$xg:notPattern", "$xg:notFormat", "$xg:forbid", "$xg:types", "$xg:notMultipleOf"}
 _LEGACY_ASSERTIONS = ("disallow", "extends", "divisibleBy")
 _CONTAINER_KW = frozenset(_OBJ_KW | _ARR_KW)
 # strict_mode applies to object (array) schemas that use one of these keywords; a bare
@@ -758,6 +758,16 @@ class _Converter:
                 else:
                     scoped("number", {"minimum": v})
                 handled.add(k)
+        if "multipleOf" in s:
+            scoped("number", {"$xg:notMultipleOf": s["multipleOf"]})
+            handled.add("multipleOf")
+        if "oneOf" in s and isinstance(s["oneOf"], list):
+            subs = s["oneOf"]
+            keep({"allOf": [{"not": sub} for sub in subs]})
+            for i in range(len(subs)):
+                for j in range(i + 1, len(subs)):
+                    keep({"allOf": [subs[i], subs[j]]})
+            handled.add("oneOf")
         if "minLength" in s:
             if s["minLength"] > 0:
                 scoped("string", {"maxLength": s["minLength"] - 1})
@@ -1011,6 +1021,8 @@ class _Converter:
                     return False
                 if k == "multipleOf" and (fv / fx).denominator != 1:
                     return False
+                if k == "$xg:notMultipleOf" and (fv / fx).denominator == 1:
+                    return False
             elif k in _STR_KW or k in ("$xg:notPattern", "$xg:notFormat"):
                 if t != "string":
                     continue
@@ -1143,6 +1155,7 @@ class _Converter:
         lo = hi = None
         lo_excl = hi_excl = False
         mults = []
+        notmult = None
         path0 = parts[0][1]
 
         def tighten_lo(v, excl):
@@ -1169,6 +1182,17 @@ class _Converter:
                 tighten_lo(s["exclusiveMinimum"], True)
             if "exclusiveMaximum" in s and not isinstance(s["exclusiveMaximum"], bool):
                 tighten_hi(s["exclusiveMaximum"], True)
+            if "$xg:notMultipleOf" in s:
+                k = s["$xg:notMultipleOf"]
+                fk = Fraction(repr(k)) if isinstance(k, float) else Fraction(k)
+                sh = 0
+                while fk.denominator != 1 and sh < 400:
+                    fk *= 10
+                    sh += 1
+                if fk != 1:
+                    self.fail("not", path, f"the complement of multipleOf {k} is only supported for powers of ten")
+                else:
+                    notmult = sh if notmult is None else max(notmult, sh)
             if "multipleOf" in s:
                 m = s["multipleOf"]
                 if isinstance(m, bool) or m <= 0:
@@ -1194,7 +1218,7 @@ class _Converter:
         try:
             return F.number_expr(lo, lo_excl, hi, hi_excl, integer, multiple,
                                  add_rule=self.add_rule, prefix=self.new_name(hint + "-num"),
-                                 nonint=nonint, exclude=tuple(not_vals))
+                                 nonint=nonint, exclude=tuple(not_vals), notmult=notmult)
         except F.NumberError as e:
             mpath = mults[0][1] if mults else path0
             self.fail("not" if not_vals else "multipleOf", mpath, str(e))

@@ -312,7 +312,7 @@ SCI_FRAC = 16  # and at most 16 fraction digits in the mantissa
 
 
 def _sci(a: Fraction, a_incl: bool, b: Optional[Fraction], b_incl: bool,
-         sig_shift: Optional[int], nonint: bool = False) -> Optional[str]:
+         sig_shift: Optional[int], nzs: Optional[int] = None) -> Optional[str]:
     """Normalised scientific texts ``d(.F)?e±X`` with value in the interval (a >= 0)
     and exponent X >= 16 or X <= -5 (the forms repr writes; others are refused).
     ``sig_shift`` s: the value has at most s fraction digits (len(F) <= X + s); for
@@ -324,15 +324,18 @@ def _sci(a: Fraction, a_incl: bool, b: Optional[Fraction], b_incl: bool,
     alts = []
 
     def mant(X: int, lo: Fraction, lo_incl: bool, hi: Optional[Fraction], hi_incl: bool) -> Optional[str]:
+        nz = None
         if X >= SCI_HI:
-            if nonint:
-                return None
+            if nzs is not None:
+                return None  # at most 16 fraction digits: an integer
             sig = None if sig_shift is None else SCI_FRAC
         else:
             sig = None if sig_shift is None else X + sig_shift
             if sig is not None and sig < 0:
                 return None
-        return fixed_point(lo, lo_incl, hi, hi_incl, sig, True)
+            if nzs is not None and X + nzs >= 0:
+                nz = X + nzs
+        return fixed_point(lo, lo_incl, hi, hi_incl, sig, True, nz)
 
     def add(X1: Optional[int], X2: Optional[int], m: Optional[str]) -> None:
         if m is None:
@@ -359,12 +362,19 @@ def _sci(a: Fraction, a_incl: bool, b: Optional[Fraction], b_incl: bool,
     # high region
     h1 = SCI_HI if X1 is None else max(X1, SCI_HI)
     if X2 is None or h1 <= X2:
-        if not nonint:
+        if nzs is None:
             add(h1, X2, full)
     # low region
     l2 = SCI_LO if X2 is None else min(X2, SCI_LO)
     if X1 is None or X1 <= l2:
-        if sig_shift is None:
+        if sig_shift is None and nzs is not None:
+            # below 10**-nzs every value qualifies; above, a digit past position X + nzs
+            top = min(l2, -nzs - 1)
+            if X1 is None or X1 <= top:
+                add(X1, top, fixed_point(Fraction(1), True, Fraction(10), False, None, True))
+            for X in range(max(-nzs, SCI_LO - 400 if X1 is None else X1), l2 + 1):
+                add(X, X, mant(X, Fraction(1), True, Fraction(10), False))
+        elif sig_shift is None:
             add(X1, l2, fixed_point(Fraction(1), True, Fraction(10), False, None, True))
         else:
             start = -sig_shift if X1 is None else max(X1, -sig_shift)
@@ -424,16 +434,21 @@ def _decimal_parts(k: Fraction) -> Tuple[int, int]:
 
 
 def number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
-                multiple=None, add_rule=None, prefix="num", nonint=False, exclude=()) -> Optional[str]:
-    """See :func:`_number_expr`; results that need no helper rules are cached."""
-    key = (_tag(lo), bool(lo_excl), _tag(hi), bool(hi_excl), bool(integer), _tag(multiple), bool(nonint),
+                multiple=None, add_rule=None, prefix="num", nonint=False, exclude=(),
+                notmult: Optional[int] = None) -> Optional[str]:
+    """See :func:`_number_expr`; results that need no helper rules are cached.
+    ``nonint``: non-integral values only; ``notmult`` s: values that are not
+    multiples of 10**-s only."""
+    if nonint and notmult is None:
+        notmult = 0
+    key = (_tag(lo), bool(lo_excl), _tag(hi), bool(hi_excl), bool(integer), _tag(multiple), notmult,
            tuple(_tag(x) for x in exclude))
     hit = _NUMBER_CACHE.get(key)
     if hit is not None:
         return hit[0]
     rules = []
     out = _number_expr(lo, lo_excl, hi, hi_excl, integer, multiple,
-                       lambda n, b: rules.append((n, b)), prefix, nonint, exclude)
+                       lambda n, b: rules.append((n, b)), prefix, notmult, exclude)
     if not rules:
         if len(_NUMBER_CACHE) > 4096:
             _NUMBER_CACHE.clear()
@@ -454,7 +469,7 @@ def _tag(v):
 
 
 def _number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
-                 multiple=None, add_rule=None, prefix="num", nonint=False, exclude=()) -> Optional[str]:
+                 multiple=None, add_rule=None, prefix="num", nz=None, exclude=()) -> Optional[str]:
     """EBNF for JSON number texts meeting the constraints; None when none does.
 
     ``lo``/``hi``: int or float or None; ``*_excl``: exclusive bounds; ``integer``:
@@ -464,11 +479,13 @@ def _number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
     multipleOf whose decimal digits are not a power of ten, other than bounds at 0).
     """
     if exclude:
-        return _excluding(lo, lo_excl, hi, hi_excl, integer, multiple, add_rule, prefix, nonint, exclude)
+        return _excluding(lo, lo_excl, hi, hi_excl, integer, multiple, add_rule, prefix, nz, exclude)
+    if integer and nz is not None:
+        return None
     if integer and lo is None and hi is None and multiple is None:
         return _any_integer()
     if lo is None and hi is None and multiple is None:
-        if not integer and not nonint:
+        if not integer and nz is None:
             return JSON_NUMBER
     # integer-text bounds (exact)
     ilo = ihi = None
@@ -501,11 +518,13 @@ def _number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
     if multiple is not None:
         sig = s if sig is None else min(sig, s)
     if p != 1:
-        if nonint:
+        if nz is not None:
             raise NumberError("multipleOf together with non-integral numbers only")
         return _multiple_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, p, s, sig, add_rule, prefix,
                               307 if integer else None)
-    return _range_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, sig, nonint)
+    if nz is not None and sig is not None and sig <= nz:
+        return None  # multiples of 10**-sig are multiples of 10**-nz
+    return _range_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, sig, nz)
 
 
 @lru_cache(maxsize=1)
@@ -515,10 +534,10 @@ def _any_integer() -> str:
     return '"-"? ("0" | [1-9] [0-9]* | %s | %s)' % (dec, sci)
 
 
-def _range_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, sig, nonint=False) -> Optional[str]:
+def _range_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, sig, nz=None) -> Optional[str]:
     alts = []
     # integer texts (always integral; sig >= 0 always allows them)
-    if not nonint and (ilo is None or ihi is None or ilo <= ihi):
+    if nz is None and (ilo is None or ihi is None or ilo <= ihi):
         pos = int_range(max(ilo, 0) if ilo is not None else 0, ihi) if ihi is None or ihi >= 0 else None
         if pos:
             alts.append(pos)
@@ -532,19 +551,19 @@ def _range_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, sig, nonint=False) -> Op
     # float texts: zero
     zero_ok = (flo is None or flo < 0 or (flo == 0 and not flo_excl)) and (
         fhi is None or fhi > 0 or (fhi == 0 and not fhi_excl))
-    if zero_ok and not nonint:
+    if zero_ok and nz is None:
         alts.append('"-"? "0" "." "0"+')
     # positive
     if fhi is None or fhi > 0:
         a, a_incl = (Fraction(0), False) if flo is None or flo < 0 or (flo == 0) else (flo, not flo_excl)
         b, b_incl = (None, True) if fhi is None else (fhi, not fhi_excl)
-        body = _pos_float(a, a_incl, b, b_incl, sig, nonint)
+        body = _pos_float(a, a_incl, b, b_incl, sig, nz)
         if body:
             alts.append(body)
     if flo is None or flo < 0:
         a, a_incl = (Fraction(0), False) if fhi is None or fhi > 0 or fhi == 0 else (-fhi, not fhi_excl)
         b, b_incl = (None, True) if flo is None else (-flo, not flo_excl)
-        body = _pos_float(a, a_incl, b, b_incl, sig, nonint)
+        body = _pos_float(a, a_incl, b, b_incl, sig, nz)
         if body:
             alts.append('"-" ' + (body if not body.startswith("(") or True else body))
     if not alts:
@@ -552,7 +571,7 @@ def _range_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, sig, nonint=False) -> Op
     return alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"
 
 
-def _pos_float(a, a_incl, b, b_incl, sig, nonint=False) -> Optional[str]:
+def _pos_float(a, a_incl, b, b_incl, sig, nz=None) -> Optional[str]:
     """Fixed-point and scientific texts of values v > 0 in the interval."""
     if b is not None and (b < a or (b == a and not (a_incl and b_incl))):
         return None
@@ -563,10 +582,10 @@ def _pos_float(a, a_incl, b, b_incl, sig, nonint=False) -> Optional[str]:
     db, db_incl = (b, b_incl) if b is not None and b < DEC_MAX else (DEC_MAX, False)
     dec = None
     if da < db or (da == db and da_incl and db_incl):
-        dec = fixed_point(da, da_incl, db, db_incl, sig, False, 0 if nonint else None)
+        dec = fixed_point(da, da_incl, db, db_incl, sig, False, nz)
     if dec:
         alts.append(dec)
-    sci = _sci(a, a_incl, b, b_incl, sig, nonint)
+    sci = _sci(a, a_incl, b, b_incl, sig, nz)
     if sci:
         alts.append(sci)
     if not alts:
@@ -765,7 +784,7 @@ def mod_sci_rules(p: int, s: int, prefix: str, add_rule, max_exp: Optional[int] 
     return prefix
 
 
-def _excluding(lo, lo_excl, hi, hi_excl, integer, multiple, add_rule, prefix, nonint, exclude):
+def _excluding(lo, lo_excl, hi, hi_excl, integer, multiple, add_rule, prefix, nz, exclude):
     """The range minus some values: split into open sub-ranges around them."""
     def key(v):
         return Fraction(repr(v)) if isinstance(v, float) else Fraction(v)
@@ -781,7 +800,7 @@ def _excluding(lo, lo_excl, hi, hi_excl, integer, multiple, add_rule, prefix, no
     uppers = [(_num(p), True) for p in pts] + [(hi, hi_excl)]
     alts = []
     for i, ((a, ae), (b, be)) in enumerate(zip(bounds, uppers)):
-        e = number_expr(a, ae, b, be, integer, multiple, add_rule, f"{prefix}-x{i}", nonint)
+        e = number_expr(a, ae, b, be, integer, multiple, add_rule, f"{prefix}-x{i}", notmult=nz)
         if e:
             alts.append(e)
     if not alts:
