@@ -30,6 +30,42 @@ Semantics worth knowing:
   unconstrained strings.
 * With ``indent``, values nested deeper than 32 levels accept any whitespace (a
   recursive schema cannot be indented exactly by a context-free grammar).
+
+Exact except where noted here (each point only ever *rejects* texts that
+``json.dumps`` of a valid instance never produces, unless it says otherwise):
+
+* constrained numbers accept integer texts, fixed-point texts within [1e-7, 1e17)
+  and scientific texts with exponent >= 16 or <= -5 and at most 16 mantissa
+  fraction digits -- the forms ``repr`` writes; ``1e2`` or ``12.5e3`` are refused;
+  unconstrained integers stop at exponent 307 (``1e+308`` is refused);
+* ``multipleOf`` is decimal arithmetic on the text: for floats >= 2**53 the
+  decimal ``repr`` (what the text says) is what is tested, not the binary value
+  jsonschema divides (they can differ for divisors with factors other than 2, 5);
+* ``uuid``: the canonical 8-4-4-4-12 form only (Python's ``UUID()`` also takes
+  braces, ``urn:uuid:`` prefixes, ``+`` and ``_`` in odd places); ``email`` and
+  ``idn-email`` are Python jsonschema's check (an ``@``); ``hostname``: label
+  syntax and 63-character labels, but not the 253-character total (accepts more);
+* ``date-time``/``time`` follow rfc3339-validator: no leap second 60, ``t``/``z``
+  in either case, and one trailing newline (Python's ``$``);
+* in strict mode, names listed in ``required`` count as declared properties;
+* ``const``/``enum`` objects match in the constant's key order (any order with
+  ``any_order=True``, up to 5 keys);
+* ``unevaluatedProperties``/``unevaluatedItems`` see the annotations of the
+  ``anyOf``/``oneOf`` branch an instance is matched by, not those of every
+  branch it happens to match too (such instances are rejected).
+
+Raised (``GrammarError``, or dropped with a warning under ``lenient``): remote
+``$ref``; ``$dynamicRef`` with several dynamic anchors of one name and
+``$recursiveRef``; ``uniqueItems`` over an infinite item space or with
+``prefixItems``/``contains``; ``not`` of keywords without an expressible
+complement (``multipleOf`` other than powers of ten, ``patternProperties``,
+``additionalProperties`` with a schema, object/array constants); ``oneOf`` with
+branches that may overlap and cannot be negated; ``multipleOf`` with a non-zero
+bound and more than 1000 multiples in range; more than 4 ``patternProperties``;
+string constraints whose automaton exceeds 4000 states; ``any_order`` with more
+than 8 properties; formats ``regex``, ``idn-hostname``, ``iri``,
+``iri-reference``; draft-3 ``disallow``/``extends``/``divisibleBy``; schemas that
+accept no value at all.
 """
 
 from __future__ import annotations
@@ -1417,7 +1453,7 @@ class _Converter:
             if len(items) <= _MAX_SUBSET_PROPS:
                 return self.obj_any_order(items, extra, min_p, max_p, d, hint)
             self.fail("any_order", parts[0][1], f"more than {_MAX_SUBSET_PROPS} properties cannot be ordered freely")
-        return self.obj_ordered(items, extra, min_p, max_p, d, hint)
+        return self.obj_ordered(items, extra, min_p, max_p, d, hint, parts[0][1])
 
     def uneval_for(self, parts, evaluated: set, kw: str) -> list:
         """The ``kw`` (unevaluatedProperties/Items) schemas that apply to a key or
@@ -1595,7 +1631,7 @@ class _Converter:
                     self.fail("propertyNames", p, str(e))
         return dfa
 
-    def obj_ordered(self, items, extra, min_p, max_p, d, hint) -> Optional[str]:
+    def obj_ordered(self, items, extra, min_p, max_p, d, hint, path="") -> Optional[str]:
         lay = self.layout
         n = len(items)
         counting = min_p > 0 or max_p is not None
@@ -1605,7 +1641,11 @@ class _Converter:
         open_, close = '"{"', '"}"'
         empty_ok = nreq == 0 and min_p == 0
         memo: Dict[Tuple[int, int, bool], Optional[str]] = {}
-        cap = max(min_p, max_p or 0) + 1
+        cap = min(max(min_p, max_p or 0) + 1, n + 1)  # c (declared present) <= n
+        if counting and n * cap > 20000:
+            self.fail("maxProperties" if max_p is not None else "minProperties", path,
+                      "too many properties to count")
+            counting, min_p, max_p = False, 0, None
 
         def extras(c: int, first: bool) -> Optional[str]:
             """Extra members once the declared ones are done; c members so far."""
