@@ -259,6 +259,9 @@ class _Converter:
         self.lenient = lenient
         self.rules: Dict[str, str] = {}
         self.used_names = set()
+        self.hoisted: Dict[str, str] = {}
+        self.name_bases: Dict[str, str] = {}
+        self.name_counts: Dict[str, int] = {}
         self.rule_cache: Dict[Any, str] = {}
         self.in_progress = set()
         self.negations: Dict[int, list] = {}
@@ -288,21 +291,27 @@ class _Converter:
 
     # ------------------------------------------------------------------ rules
     def new_name(self, hint: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", hint).strip("-") or "r"
-        if not re.match(r"[A-Za-z_]", base):
-            base = "r-" + base
-        base = base[:60]
-        name = base
-        i = 1
-        while name in self.used_names or name == "root":
+        base = self.name_bases.get(hint)
+        if base is None:
+            base = re.sub(r"[^A-Za-z0-9_.-]+", "-", hint).strip("-") or "r"
+            if not re.match(r"[A-Za-z_]", base):
+                base = "r-" + base
+            base = base[:60]
+            self.name_bases[hint] = base
+        i = self.name_counts.get(base, 0)
+        while True:
             i += 1
-            name = f"{base}-{i}"
+            name = base if i == 1 else f"{base}-{i}"
+            if name not in self.used_names and name != "root":
+                break
+        self.name_counts[base] = i
         self.used_names.add(name)
         return name
 
     def string_except(self, words) -> str:
         one = self.shared("json-char", R.json_char())
-        return R.string_except(words, self.shared("json-chars", one + "*"), one)
+        esc = self.shared("json-char-nonprint", R.canonical_escapes())
+        return R.string_except(words, self.shared("json-chars", one + "*"), one, esc)
 
     def machine(self, hint: str, start, succ, final) -> Optional[str]:
         """A right-linear family of rules: ``start`` a list of (expr, state),
@@ -347,6 +356,17 @@ class _Converter:
                 alts.append('""')
             self.add_rule(name(st), " | ".join(alts))
         return _alt([_seq(e, name(t)) for e, t in start if t in live])
+
+    def hoist(self, expr: Optional[str], hint: str, limit: int = 400) -> Optional[str]:
+        """A long expression as a rule (one per distinct text), else the expression."""
+        if expr is None or len(expr) <= limit:
+            return expr
+        name = self.hoisted.get(expr)
+        if name is None:
+            name = self.new_name(hint)
+            self.add_rule(name, expr)
+            self.hoisted[expr] = name
+        return name
 
     def shared(self, name: str, body: str) -> str:
         """A helper rule defined once per grammar."""
@@ -440,6 +460,13 @@ class _Converter:
                 continue
             pos[id(s)] = len(out)
             out.append([s, path, skip])
+            if "type" in s:
+                t = s["type"]
+                if not (isinstance(t, str) or (isinstance(t, list) and all(isinstance(x, str) for x in t))):
+                    self.bad("type", path, "must be a type name or an array of type names")
+                for x in (t if isinstance(t, list) else [t]):
+                    if x not in _TYPE_MAP and x != "any":
+                        self.bad("type", path, f"unknown type {x!r}")
             for kw in _LEGACY_ASSERTIONS:
                 if kw in s and kw not in skip:
                     self.fail(kw, _ptr_join(path, kw), "a draft-3 keyword (not supported)")
@@ -504,7 +531,11 @@ class _Converter:
         if not parts:
             return self.any_value(d)
         # cache whole values that need rules (objects/arrays) by their parts
-        key = (tuple(sorted((id(s), skip) for s, _, skip in parts)), self.layout.depth_key(d))
+        # ancestry (in skip) matters only to unevaluated* of parts in this conj
+        uneval = {id(s) for s, _, _ in parts if "unevaluatedProperties" in s or "unevaluatedItems" in s}
+        key = (tuple(sorted((id(s), frozenset(k for k in skip if isinstance(k, str) or (
+            uneval and (k[0] == "noeval" or k[1] in uneval)))) for s, _, skip in parts
+            if not _inert(s, skip))), self.layout.depth_key(d))
         if key in self.rule_cache:
             return self.rule_cache[key]
         if self.needs_rule(parts):
@@ -1334,7 +1365,7 @@ class _Converter:
             lo, hi = R.length_bounds(ir)
             implied = lo >= min_len and (max_len is None or (hi is not None and hi <= max_len))
             if implied and not not_vals:
-                return f"{q} {R.emit(ir)} {q}"
+                return self.hoist(f"{q} {R.emit(ir)} {q}", f"{hint}-str")
             one = R.single_class_repeat(ir)
             if one and not not_vals:
                 cs, a, b = one
@@ -1438,7 +1469,8 @@ class _Converter:
                 if k in required:
                     return None
                 continue
-            items.append((k, f"{R.string_literal_expr(k)} {lay.colon(d)} {expr}", k in required))
+            member = self.hoist(f"{R.string_literal_expr(k)} {lay.colon(d)} {expr}", f"{hint}-{k}-m", 300)
+            items.append((k, member, k in required))
         extras = []
         for key_expr, vconj in extra_cases:
             vexpr = self.value(vconj, d + 1, hint=f"{hint}-extra")
@@ -2102,6 +2134,15 @@ def _type_list(ts) -> list:
     return out
 
 
+_INERT_KW = ANNOTATIONS | {"$ref", "allOf", "$dynamicRef"}
+
+
+def _inert(s: dict, skip=frozenset()) -> bool:
+    """A part that constrains nothing by itself any more (its $ref/allOf are
+    expanded, the keywords in skip handled)."""
+    return all(k in _INERT_KW or k in skip or (k not in KNOWN) for k in s)
+
+
 def _mentions(s: dict, t: str) -> bool:
     ty = s.get("type")
     return ty == t or (isinstance(ty, list) and t in ty)
@@ -2152,4 +2193,10 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent: Optional
     conv = _Converter(schema, any_whitespace=any_whitespace, indent=indent, separators=separators,
                       strict_mode=strict_mode, max_whitespace_cnt=max_whitespace_cnt,
                       any_order=any_order, lenient=lenient)
-    return conv.convert()
+    try:
+        return conv.convert()
+    except RecursionError:
+        raise GrammarError("the schema nests too deeply to convert") from None
+    except (TypeError, AttributeError, KeyError, IndexError) as e:
+        # a keyword with a value of the wrong shape that no check caught
+        raise GrammarError(f"invalid schema: {type(e).__name__}: {e}") from e

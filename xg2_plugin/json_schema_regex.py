@@ -250,6 +250,46 @@ def _hex4(cs: CS) -> str:
     return digits_set(cs, 4, 16)
 
 
+# What json.dumps writes as an escape: the short escapes, then u00XX escapes for
+# other controls and DEL, and uXXXX escapes (pairs) for everything past ASCII.
+_CANON_SHORT = {0x22: '"', 0x5C: "\\\\", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
+_CANON_U = cs_diff(cs_norm([(0, 0x1F), (0x7F, MAX_CP)]), cs_of("\b\f\n\r\t"))
+_PRINTABLE = cs_diff(cs_norm([(0x20, 0x7E)]), cs_of('"\\'))
+
+
+@lru_cache(maxsize=4096)
+def encode_set_canonical(cs: CS) -> Optional[str]:
+    r"""EBNF matching the encodings json.dumps may write for one code point of
+    ``cs``: raw (printable ASCII; anything past ASCII with ensure_ascii=False), the
+    short escapes, and \uXXXX (either hex case) for controls, DEL and past ASCII.
+    Other spellings (``\u0061``, ``\/``) are refused."""
+    if not cs:
+        return None
+    alts = []
+    raw = cs_inter(cs, _RAW_OK)
+    if raw:
+        alts.append(class_text(raw) if raw != ((raw[0][0], raw[0][0]),) or raw[0][0] > 0x7E
+                    else _lit(chr(raw[0][0])))
+    short = sorted(cp for cp in _CANON_SHORT if cs_contains(cs, cp))
+    if short:
+        chars = [_CANON_SHORT[cp] for cp in short]
+        if len(chars) == 1:
+            alts.append('"\\\\' + ("\\\"" if chars[0] == '"' else chars[0]) + '"')
+        else:
+            inner = "".join("\\\"" if ch == '"' else ch for ch in chars)
+            alts.append('"\\\\" [' + inner + "]")
+    u = cs_inter(cs, _CANON_U)
+    bmp = cs_inter(u, _BMP)
+    if bmp:
+        alts.append(_cat('"\\\\u"', _hex4(bmp)))
+    astral = cs_inter(u, ((0x10000, MAX_CP),))
+    if astral:
+        alts.extend(_encode_astral(astral))
+    if len(alts) == 1:
+        return alts[0]
+    return "(" + " | ".join(alts) + ")"
+
+
 @lru_cache(maxsize=4096)
 def encode_set(cs: CS) -> Optional[str]:
     """EBNF matching every JSON encoding of one code point of ``cs`` (None if empty)."""
@@ -318,20 +358,39 @@ def json_char() -> str:
 
 @lru_cache(maxsize=8192)
 def encode_char(ch: str) -> str:
-    return encode_set(((ord(ch), ord(ch)),))
+    """The encodings json.dumps may write for one character (see
+    :func:`encode_set_canonical`); literals (names, constants) use these."""
+    return encode_set_canonical(((ord(ch), ord(ch)),))
 
 
 def encode_literal(text: str) -> str:
-    """EBNF for the JSON string contents (no quotes) of exactly ``text``, in every
-    encoding.  Empty text gives ``""``."""
+    """EBNF for the JSON string contents (no quotes) of exactly ``text``, as
+    json.dumps writes it (with or without ensure_ascii, hex in either case).
+    Empty text gives ``""``."""
     if not text:
         return '""'
     out = []
+    run = []
     for ch in text:
-        if 0xD800 <= ord(ch) <= 0xDFFF:
+        cp = ord(ch)
+        if 0xD800 <= cp <= 0xDFFF:
             raise GrammarError("lone surrogate in a string constant cannot be matched")
+        if 0x20 <= cp <= 0x7E and ch not in '"\\':
+            run.append(ch)  # printable ASCII: json.dumps writes it as is
+            continue
+        if run:
+            out.append(_lit("".join(run)))
+            run = []
         out.append(encode_char(ch))
+    if run:
+        out.append(_lit("".join(run)))
     return " ".join(out)
+
+
+def canonical_escapes() -> str:
+    """The canonical escapes of every character outside printable ASCII (and of
+    '"' and backslash) plus raw characters past ASCII."""
+    return encode_set_canonical(cs_diff(ALL, _PRINTABLE))
 
 
 def string_literal_expr(text: str) -> str:
@@ -982,10 +1041,14 @@ def words_dfa(words) -> DFA:
     return DFA(trans, accept)
 
 
-def string_except(words, anystar: Optional[str] = None, anyone: Optional[str] = None) -> str:
+def string_except(words, anystar: Optional[str] = None, anyone: Optional[str] = None,
+                  escapes: Optional[str] = None) -> str:
     """EBNF (contents, no quotes) of every string except the given ones, as one
-    expression (a trie with "anything else" branches); ``anystar``: a rule name
-    for ``json_char()*`` (inlined when None)."""
+    expression (a trie with "anything else" branches).  Characters are read in
+    json.dumps's spellings (:func:`encode_set_canonical`) until the string leaves
+    the trie, then in any spelling.  ``anystar``/``anyone``/``escapes``: rule names
+    for ``json_char()*``, ``json_char()`` and the canonical escapes of everything
+    outside printable ASCII (inlined when None)."""
     words = sorted(set(words))
     if anystar is None:
         anystar = json_char() + "*"
@@ -1003,9 +1066,17 @@ def string_except(words, anystar: Optional[str] = None, anyone: Optional[str] = 
         chars = [k for k in node if k is not END]
         for ch in sorted(chars):
             alts.append(encode_char(ch) + " " + rec(node[ch]))
+        # (the canonical reading is exact: a character of another spelling is
+        # refused here, and the excluded names are only ever spelled canonically)
         other = cs_diff(ALL, cs_of("".join(chars)))
         if other:
-            alts.append((anyone if anyone and other == ALL else encode_set(other)) + " " + anystar)
+            if anyone and other == ALL:
+                head = anyone
+            elif escapes and all(0x20 <= ord(c) <= 0x7E and c not in '"\\' for c in chars):
+                head = "(%s | %s)" % (class_text(cs_diff(_RAW_OK, cs_of("".join(chars)))), escapes)
+            else:
+                head = encode_set_canonical(other)
+            alts.append(head + " " + anystar)
         if END not in node:
             alts.append('""')
         return "(" + " | ".join(alts) + ")"
