@@ -269,7 +269,8 @@ static int closure(xg2_parser *p, uint32_t begin, uint32_t pos) {
                 if ((rc = add_item(p, begin, t, it.origin, it.count, gg))) return rc;
             }
         }
-        if ((st->flags & SF_FINAL) && (rc = complete(p, begin, it, pos))) return rc;
+        if ((st->flags & SF_FINAL) && xg2__loop_may_end(g, it.state, it.count) && (rc = complete(p, begin, it, pos)))
+            return rc;
     }
     return XG2_OK;
 }
@@ -390,13 +391,15 @@ int xg2__parser_push(xg2_parser *p, uint8_t c) {
         if (!(g->states[it.state].flags & SF_BYTES)) continue;
         uint32_t t = xg2__step(g, it.state, c);
         if (t == XG2_NONE) continue;
+        uint32_t cnt = it.count;
+        if (g->n_loops && (cnt = xg2__loop_step(g, it.state, t, c, it.count)) == UINT32_MAX) continue;
         uint32_t gg = it.guard;
         if (gg) {
             gg = guard_step(p, gg, c);
             if (gg == XG2_GUARD_FAIL) continue;
             if (gg == GUARD_ERR) { rc = XG2_NOMEM(); goto fail; }
         }
-        if ((rc = add_item(p, begin, t, it.origin, it.count, gg))) goto fail;
+        if ((rc = add_item(p, begin, t, it.origin, cnt, gg))) goto fail;
     }
     if (p->items.n == begin) {
         p->input.n--;
@@ -417,7 +420,9 @@ int xg2__parser_can_end(const xg2_parser *p) {
     for (uint32_t i = p->set_start.a[k]; i < p->set_start.a[k + 1]; i++) {
         const xg2_item *it = &p->items.a[i];
         const xg2_state *st = &g->states[it->state];
-        if (it->origin == 0 && it->guard == 0 && (st->flags & SF_FINAL) && st->rule == g->root) return 1;
+        if (it->origin == 0 && it->guard == 0 && (st->flags & SF_FINAL) && st->rule == g->root &&
+            xg2__loop_may_end(g, it->state, it->count))
+            return 1;
     }
     return 0;
 }

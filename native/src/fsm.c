@@ -21,11 +21,20 @@ typedef struct {
 } nedge;
 
 typedef struct {
+    uint32_t head, entry, exit; /* NFA states: the head, the state entering it, the exit */
+    int32_t min, max;
+    uint32_t expr;
+} loop_rec;
+
+typedef struct {
     const xg2_ir *ir;
     const uint8_t *inline_rule;
     int bytes_only;
     VEC(nedge) e;
     uint32_t n;
+    xg2_u32vec tag;    /* loop tag of each NFA state */
+    uint32_t cur_tag;  /* tag given to new states */
+    VEC(loop_rec) loops;
     uint32_t stack[MAX_INLINE_DEPTH];
     int sp;
     int rc;
@@ -38,6 +47,8 @@ void xg2__dfa_free(xg2_dfa *d) {
     xg2__free(d->roff);
     xg2__free(d->re);
     xg2__free(d->final);
+    xg2__free(d->tag);
+    xg2__free(d->loops);
     memset(d, 0, sizeof *d);
 }
 
@@ -46,6 +57,10 @@ void xg2__dfa_free(xg2_dfa *d) {
 static uint32_t new_state(nfa_builder *b) {
     if (b->n >= XG2_MAX_NFA_STATES) {
         if (!b->rc) b->rc = xg2__fail(XG2_ERR_LIMIT, "a rule needs more than %d automaton states", XG2_MAX_NFA_STATES);
+        return 0;
+    }
+    if (vec_push(&b->tag, b->cur_tag)) {
+        if (!b->rc) b->rc = XG2_NOMEM();
         return 0;
     }
     return b->n++;
@@ -165,6 +180,23 @@ static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint3
             build(b, ir->pool.a[e.a + i], from, to, self_rule, self_start, tail, depth + 1);
         return;
     case XE_REPEAT: {
+        if ((e.flags & XF_COUNTED) && !b->bytes_only) { /* byte-only automata (lookaheads) unroll */
+            /* from -> head; head -> [child] -> head (one iteration); head -> to. */
+            uint32_t k = b->loops.n + 1, saved = b->cur_tag;
+            b->cur_tag = k << 1 | 1;
+            uint32_t head = new_state(b);
+            b->cur_tag = k << 1;
+            uint32_t cs = new_state(b), ce = new_state(b);
+            add_edge(b, NE_EPS, from, head, 0, 0);
+            add_edge(b, NE_EPS, head, cs, 0, 0);
+            build(b, e.a, cs, ce, self_rule, self_start, 0, depth + 1);
+            add_edge(b, NE_EPS, ce, head, 0, 0);
+            b->cur_tag = saved;
+            add_edge(b, NE_EPS, head, to, 0, 0);
+            loop_rec lr = {head, from, to, e.min, e.max, id};
+            if (!b->rc && vec_push(&b->loops, lr)) b->rc = XG2_NOMEM();
+            return;
+        }
         /* Unrolled: min mandatory copies, then either a loop or (max - min)
          * optional copies.  Loops use fresh states so nothing re-enters `from`. */
         uint32_t s = from;
@@ -209,6 +241,10 @@ typedef struct {
     uint32_t *mark;
     uint32_t stamp;
     xg2_u32vec stack;
+    const uint32_t *tag;   /* loop tag per NFA state */
+    const loop_rec *loops; /* loops[k - 1] */
+    uint32_t n_loops;
+    uint8_t *in_head_closure; /* n_loops rows of n: state is in the eps-closure of loop k's head */
 } nfa_csr;
 
 static int make_csr(nfa_builder *b, uint32_t final, nfa_csr *c) {
@@ -230,6 +266,7 @@ static int make_csr(nfa_builder *b, uint32_t final, nfa_csr *c) {
 }
 
 static void free_csr(nfa_csr *c) {
+    xg2__free(c->in_head_closure);
     xg2__free(c->off);
     xg2__free(c->e);
     xg2__free(c->mark);
@@ -337,17 +374,91 @@ static int cmp_redge(const void *a, const void *b) {
     return (x->to > y->to) - (x->to < y->to);
 }
 
-/* Subset construction.  Returns XG2_ERR_LIMIT (message set) past `limit` states. */
+/* ---- counted loops: keeping them apart from their surroundings ---- */
+
+/* An NFA state with only epsilon edges that does not end the rule: it never
+ * acts on its own. */
+static int inert(const nfa_csr *c, uint32_t s) {
+    if (s == c->final) return 0;
+    for (uint32_t j = c->off[s]; j < c->off[s + 1]; j++)
+        if (c->e[j].kind != NE_EPS) return 0;
+    return 1;
+}
+
+/* Per loop: which NFA states the eps-closure of its head reaches; and a loop
+ * whose exit reaches its own head again without input (as in (x{0,50})*)
+ * cannot keep a count. */
+static int prepare_loops(nfa_csr *c, uint32_t *conflict) {
+    if (!c->n_loops) return XG2_OK;
+    c->in_head_closure = xg2__calloc((size_t)c->n_loops * c->n, 1);
+    if (!c->in_head_closure) return XG2_NOMEM();
+    xg2_u32vec set = {0};
+    int rc = XG2_OK;
+    for (uint32_t k = 0; k < c->n_loops && !rc; k++) {
+        uint8_t *row = c->in_head_closure + (size_t)k * c->n;
+        set.n = 0;
+        if (vec_push(&set, c->loops[k].head)) { rc = XG2_NOMEM(); break; }
+        if ((rc = closure(c, &set))) break;
+        for (uint32_t i = 0; i < set.n; i++) row[set.a[i]] = 1;
+        set.n = 0;
+        if (vec_push(&set, c->loops[k].exit)) { rc = XG2_NOMEM(); break; }
+        if ((rc = closure(c, &set))) break;
+        for (uint32_t i = 0; i < set.n; i++)
+            if (set.a[i] == c->loops[k].head) { *conflict = c->loops[k].expr; rc = XG2__LOOP_CONFLICT; }
+    }
+    vec_free(&set);
+    return rc;
+}
+
+/* The loop tag of a DFA state from its members, or XG2__LOOP_CONFLICT: a
+ * loop's states may share a DFA state only with the head's own closure (its
+ * exit) and with inert states. */
+static int set_tag(const nfa_csr *c, const uint32_t *m, uint32_t n, uint32_t *tag, uint32_t *conflict) {
+    uint32_t k = 0, head = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t t = c->tag[m[i]];
+        if (!t) continue;
+        if (k && (t >> 1) != k) { *conflict = c->loops[k - 1].expr; return XG2__LOOP_CONFLICT; }
+        k = t >> 1;
+        head |= t & 1;
+    }
+    *tag = k ? k << 1 | head : 0;
+    if (!k) return XG2_OK;
+    const uint8_t *row = c->in_head_closure + (size_t)(k - 1) * c->n;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t s = m[i];
+        if (c->tag[s] || inert(c, s)) continue;
+        if (head && row[s]) continue;
+        *conflict = c->loops[k - 1].expr;
+        return XG2__LOOP_CONFLICT;
+    }
+    return XG2_OK;
+}
+
+/* Subset construction.  Returns XG2_ERR_LIMIT (message set) past `limit` states,
+ * XG2__LOOP_CONFLICT (out->conflict_expr set) for a loop that must be a rule. */
 static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
     dstates ds = {0};
     ds.limit = limit;
-    xg2_u32vec set = {0}, pts = {0}, boff = {0}, roff = {0};
+    xg2_u32vec set = {0}, pts = {0}, boff = {0}, roff = {0}, tags = {0};
     brvec bedges = {0}, br = {0};
     revec redges = {0}, re = {0};
     VEC(uint8_t) final = {0};
+    VEC(uint32_t) bsrc = {0}; /* loop tag of each gathered byte edge's source */
+    xg2_loop_info *loops = NULL;
     int rc = XG2_OK;
-    uint32_t id;
+    uint32_t id, conflict = 0;
 
+    if (c->n_loops) {
+        loops = xg2__calloc(c->n_loops, sizeof *loops);
+        if (!loops) goto oom;
+        for (uint32_t k = 0; k < c->n_loops; k++) {
+            loops[k].min = c->loops[k].min;
+            loops[k].max = c->loops[k].max;
+            loops[k].expr = c->loops[k].expr;
+        }
+    }
+    if ((rc = prepare_loops(c, &conflict))) goto out;
     if (vec_push(&ds.off, 0) || vec_push(&set, 0)) goto oom;
     if ((rc = closure(c, &set))) goto out;
     if ((rc = dstate_id(&ds, &set, &id))) goto out;
@@ -356,7 +467,9 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
         set.n = 0;
         for (uint32_t k = ds.off.a[d]; k < ds.off.a[d + 1]; k++)
             if (vec_push(&set, ds.pool.a[k])) goto oom;
-        bedges.n = redges.n = 0;
+        uint32_t tag;
+        if ((rc = set_tag(c, set.a, set.n, &tag, &conflict))) goto out;
+        bedges.n = redges.n = bsrc.n = 0;
         uint8_t fin = 0;
         for (uint32_t k = 0; k < set.n; k++) {
             uint32_t s = set.a[k];
@@ -365,14 +478,15 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
                 const nedge *e = &c->e[j];
                 if (e->kind == NE_BYTE) {
                     xg2_brange r = {e->a, e->b, e->to};
-                    if (vec_push(&bedges, r)) goto oom;
+                    if (vec_push(&bedges, r) || vec_push(&bsrc, c->tag[s])) goto oom;
                 } else if (e->kind == NE_RULE) {
                     xg2_redge r = {e->a, e->to};
                     if (vec_push(&redges, r)) goto oom;
                 }
             }
         }
-        if (vec_push(&final, fin) || vec_push(&boff, br.n) || vec_push(&roff, re.n)) goto oom;
+        if ((tag & 1) && redges.n) { conflict = c->loops[(tag >> 1) - 1].expr; rc = XG2__LOOP_CONFLICT; goto out; }
+        if (vec_push(&final, fin) || vec_push(&boff, br.n) || vec_push(&roff, re.n) || vec_push(&tags, tag)) goto oom;
         /* Byte edges: split 0..255 at every range boundary. */
         pts.n = 0;
         for (uint32_t k = 0; k < bedges.n; k++)
@@ -382,9 +496,20 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
             uint32_t lo = pts.a[k], hi = pts.a[k + 1] - 1;
             if (pts.a[k + 1] == lo) continue;
             set.n = 0;
-            for (uint32_t j = 0; j < bedges.n; j++)
-                if (bedges.a[j].lo <= lo && lo <= bedges.a[j].hi && vec_push(&set, bedges.a[j].to)) goto oom;
+            int from_loop = 0, from_outside = 0;
+            for (uint32_t j = 0; j < bedges.n; j++) {
+                if (!(bedges.a[j].lo <= lo && lo <= bedges.a[j].hi)) continue;
+                if (vec_push(&set, bedges.a[j].to)) goto oom;
+                if (bsrc.a[j]) from_loop = 1; else from_outside = 1;
+            }
             if (!set.n) continue;
+            /* From a loop head a byte either starts an iteration or leaves the loop. */
+            if (tag & 1) {
+                uint32_t k1 = (tag >> 1) - 1;
+                if (from_loop && from_outside) { conflict = c->loops[k1].expr; rc = XG2__LOOP_CONFLICT; goto out; }
+                if (from_loop)
+                    for (uint32_t b = lo; b <= hi; b++) byteset_add(&loops[k1].first, b);
+            }
             if ((rc = closure(c, &set)) || (rc = dstate_id(&ds, &set, &id))) goto out;
             if (id == UINT32_MAX) goto limit;
             if (br.n > boff.a[d] && br.a[br.n - 1].to == id && br.a[br.n - 1].hi + 1 == lo) {
@@ -414,6 +539,9 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
     out->roff = roff.a; roff.a = NULL;
     out->re = re.a; re.a = NULL;
     out->final = final.a; final.a = NULL;
+    out->tag = tags.a; tags.a = NULL;
+    out->loops = loops; loops = NULL;
+    out->n_loops = c->n_loops;
     goto out;
 limit:
     rc = XG2_ERR_LIMIT;
@@ -421,6 +549,7 @@ limit:
 oom:
     rc = XG2_NOMEM();
 out:
+    if (rc == XG2__LOOP_CONFLICT) out->conflict_expr = conflict;
     vec_free(&ds.pool);
     vec_free(&ds.off);
     xg2__free(ds.table);
@@ -428,11 +557,14 @@ out:
     vec_free(&pts);
     vec_free(&boff);
     vec_free(&roff);
+    vec_free(&tags);
     vec_free(&bedges);
+    vec_free(&bsrc);
     vec_free(&br);
     vec_free(&redges);
     vec_free(&re);
     vec_free(&final);
+    xg2__free(loops);
     return rc;
 }
 
@@ -449,9 +581,18 @@ static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
     table = xg2__malloc(sizeof(uint32_t) * cap);
     nb = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
     if (!table || !nb) goto oom;
-    uint32_t count = 0;
-    for (uint32_t s = 0; s < n; s++) block[s] = d->final[s];
-    for (uint32_t s = 0; s < n; s++) count = block[s] + 1 > count ? block[s] + 1 : count;
+    /* Initial blocks: final or not, and the loop tag (a loop's states must stay
+     * apart from everything else for their counter semantics). */
+    uint32_t count = 0, n_keys = 4 * (d->n_loops + 1);
+    uint32_t *first_block = xg2__malloc(sizeof(uint32_t) * n_keys);
+    if (!first_block) goto oom;
+    for (uint32_t k = 0; k < n_keys; k++) first_block[k] = UINT32_MAX;
+    for (uint32_t s = 0; s < n; s++) {
+        uint32_t key = (d->tag ? d->tag[s] : 0) << 1 | d->final[s];
+        if (first_block[key] == UINT32_MAX) first_block[key] = count++;
+        block[s] = first_block[key];
+    }
+    xg2__free(first_block);
     for (;;) {
         sig.n = soff.n = 0;
         for (uint32_t s = 0; s < n; s++) {
@@ -508,7 +649,7 @@ static int rebuild(const xg2_dfa *d, const uint32_t *block, uint32_t nblk, xg2_d
     uint8_t *live = xg2__calloc(nblk ? nblk : 1, 1);
     uint32_t *order = xg2__malloc(sizeof(uint32_t) * (nblk ? nblk : 1));
     uint32_t *newid = xg2__malloc(sizeof(uint32_t) * (nblk ? nblk : 1));
-    xg2_u32vec boff = {0}, roff = {0};
+    xg2_u32vec boff = {0}, roff = {0}, tags = {0};
     brvec br = {0};
     revec re = {0};
     VEC(uint8_t) fin = {0};
@@ -537,7 +678,9 @@ static int rebuild(const xg2_dfa *d, const uint32_t *block, uint32_t nblk, xg2_d
     while (head < tail) {
         uint32_t b = order[head++];
         uint32_t s = rep[b];
-        if (vec_push(&boff, br.n) || vec_push(&roff, re.n) || vec_push(&fin, d->final[s])) goto oom;
+        if (vec_push(&boff, br.n) || vec_push(&roff, re.n) || vec_push(&fin, d->final[s]) ||
+            vec_push(&tags, d->tag ? d->tag[s] : 0))
+            goto oom;
         for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++) {
             uint32_t tb = block[d->br[j].to];
             if (!live[tb]) continue;
@@ -563,10 +706,18 @@ static int rebuild(const xg2_dfa *d, const uint32_t *block, uint32_t nblk, xg2_d
     out->roff = roff.a; roff.a = NULL;
     out->re = re.a; re.a = NULL;
     out->final = fin.a; fin.a = NULL;
+    out->tag = tags.a; tags.a = NULL;
+    if (d->n_loops) {
+        out->loops = xg2__malloc(sizeof(xg2_loop_info) * d->n_loops);
+        if (!out->loops) goto oom;
+        memcpy(out->loops, d->loops, sizeof(xg2_loop_info) * d->n_loops);
+        out->n_loops = d->n_loops;
+    }
     goto out;
 oom:
     rc = XG2_NOMEM();
 out:
+    vec_free(&tags);
     xg2__free(rep);
     xg2__free(live);
     xg2__free(order);
@@ -596,9 +747,16 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     int rc = b.rc;
     if (rc) goto out;
     if ((rc = make_csr(&b, final, &c))) goto out;
+    c.tag = b.tag.a;
+    c.loops = b.loops.a;
+    c.n_loops = b.loops.n;
     uint32_t limit = XG2_MAX_DFA_STATES;
     if (limit < 4 * b.n) limit = 4 * b.n;
     rc = determinize(&c, limit, &d);
+    if (rc == XG2__LOOP_CONFLICT) {
+        out->conflict_expr = d.conflict_expr;
+        goto out;
+    }
     if (rc == XG2_ERR_LIMIT) {
         rc = xg2__fail(XG2_ERR_LIMIT, "%s%s%s needs more than %u automaton states",
                        self_rule == UINT32_MAX ? "an expression" : "rule \"",
@@ -615,8 +773,24 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
 out:
     vec_free(&b.e);
     vec_free(&b.ranges);
+    vec_free(&b.tag);
+    vec_free(&b.loops);
     free_csr(&c);
     xg2__dfa_free(&d);
     xg2__free(block);
     return rc;
+}
+
+int xg2__fsm_unit_pattern(const xg2_ir *ir, uint32_t expr) {
+    xg2_dfa d = {0};
+    int rc = xg2__fsm_build(ir, expr, NULL, UINT32_MAX, 1, &d);
+    if (rc) {
+        xg2__dfa_free(&d);
+        return rc == XG2_ERR_NOMEM ? -1 : 0;
+    }
+    int ok = d.n > 0 && !d.final[0];
+    for (uint32_t s = 0; s < d.n && ok; s++)
+        if (d.final[s] && (d.boff[s + 1] > d.boff[s] || d.roff[s + 1] > d.roff[s])) ok = 0;
+    xg2__dfa_free(&d);
+    return ok;
 }

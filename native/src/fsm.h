@@ -21,6 +21,17 @@ typedef struct {
     uint32_t rule, to;
 } xg2_redge;
 
+/* A counted loop kept inside an automaton (repetition compression): tag of a
+ * state is (loop << 1) | head, 0 outside any loop.  From a loop head, bytes in
+ * `first` start an iteration (allowed while count < max); other bytes leave
+ * the loop (allowed once count >= min).  Reaching the head from inside the loop
+ * completes an iteration (count + 1); reaching it from outside starts at 0. */
+typedef struct {
+    int32_t min, max; /* max < 0: unbounded */
+    xg2_byteset first;
+    uint32_t expr;    /* the XE_REPEAT it came from */
+} xg2_loop_info;
+
 /* A DFA with state 0 the start, states numbered in breadth-first order. */
 typedef struct {
     uint32_t n;
@@ -29,7 +40,15 @@ typedef struct {
     uint32_t *roff; /* rule edges of s: re[roff[s] .. roff[s+1]), sorted by rule */
     xg2_redge *re;
     uint8_t *final;
+    uint32_t *tag;          /* loop tag per state */
+    xg2_loop_info *loops;   /* loops[k - 1] for tag loop k */
+    uint32_t n_loops;
+    uint32_t conflict_expr; /* on XG2__LOOP_CONFLICT: the repetition to run as a rule instead */
 } xg2_dfa;
+
+/* Returned (with no message) when a counted loop cannot be kept apart from what
+ * surrounds it in its rule's automaton; the caller runs it as a counted rule. */
+#define XG2__LOOP_CONFLICT 100
 
 XG2_HIDDEN void xg2__dfa_free(xg2_dfa *d);
 
@@ -42,5 +61,10 @@ XG2_HIDDEN void xg2__dfa_free(xg2_dfa *d);
  * An empty language gives n == 0. */
 XG2_HIDDEN int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule,
                               uint32_t self_rule, int bytes_only, xg2_dfa *out);
+
+/* 1 if expr (plain bytes) is a valid counted-loop child: not empty, and no
+ * string of it is a proper prefix of another (each iteration ends by itself);
+ * 0 if not; -1 on allocation failure. */
+XG2_HIDDEN int xg2__fsm_unit_pattern(const xg2_ir *ir, uint32_t expr);
 
 #endif

@@ -121,6 +121,7 @@ static uint64_t est_size(const xg2_ir *ir, uint32_t id, const uint8_t *inl, cons
         return 1;
     case XE_REF: return inl[e->a] ? rsize[e->a] : 1;
     case XE_REPEAT: {
+        if (e->flags & XF_COUNTED) return est_size(ir, e->a, inl, rsize, depth + 1) + 3; /* a counted loop */
         uint64_t k = e->max >= 0 ? (uint64_t)e->max : (uint64_t)e->min + 1;
         s = est_size(ir, e->a, inl, rsize, depth + 1) * (k ? k : 1) + 2;
         return s > UINT32_MAX ? UINT32_MAX : s;
@@ -331,7 +332,7 @@ static int compute_follow(xg2_grammar *g) {
 
 /* ---- linking ---- */
 
-static int link_grammar(xg2_grammar *g) {
+static int link_grammar(xg2_grammar *g, uint32_t *conflict) {
     const xg2_ir *ir = &g->ir;
     uint32_t n = ir->rules.n;
     int rc = XG2_OK;
@@ -369,7 +370,10 @@ static int link_grammar(xg2_grammar *g) {
             }
             continue;
         }
-        if ((rc = xg2__fsm_build(ir, ru->body, inl, r, 0, &dfa[r]))) goto out;
+        if ((rc = xg2__fsm_build(ir, ru->body, inl, r, 0, &dfa[r]))) {
+            if (rc == XG2__LOOP_CONFLICT) *conflict = dfa[r].conflict_expr;
+            goto out;
+        }
         if (dfa[r].n == 0)
             { rc = xg2__fail(XG2_ERR_INTERNAL, "rule \"%s\" has an empty automaton", xg2__ir_name(ir, r)); goto out; }
         rt->n_states = dfa[r].n;
@@ -387,6 +391,25 @@ static int link_grammar(xg2_grammar *g) {
         rc = xg2__fail(XG2_ERR_LIMIT, "the grammar needs %llu automaton states (limit %d)",
                        (unsigned long long)total, XG2_MAX_TOTAL_STATES);
         goto out;
+    }
+
+    /* Counted loops get global ids. */
+    uint32_t *loop_base = xg2__calloc(n, sizeof(uint32_t));
+    if (!loop_base) { rc = XG2_NOMEM(); goto out; }
+    for (uint32_t r = 0; r < n; r++) {
+        loop_base[r] = g->n_loops;
+        if (want[r] && g->rules[r].kind == RK_FSM) g->n_loops += dfa[r].n_loops;
+    }
+    g->loops = xg2__calloc(g->n_loops ? g->n_loops : 1, sizeof(xg2_loop));
+    if (!g->loops) { xg2__free(loop_base); rc = XG2_NOMEM(); goto out; }
+    for (uint32_t r = 0; r < n; r++) {
+        if (!want[r] || g->rules[r].kind != RK_FSM) continue;
+        for (uint32_t k = 0; k < dfa[r].n_loops; k++) {
+            xg2_loop *l = &g->loops[loop_base[r] + k];
+            l->min = dfa[r].loops[k].min;
+            l->max = dfa[r].loops[k].max;
+            l->first = dfa[r].loops[k].first;
+        }
     }
 
     /* Global numbering and per-rule byte classes. */
@@ -407,7 +430,7 @@ static int link_grammar(xg2_grammar *g) {
     if (!g->states || !g->classmaps || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
     /* First pass: classes and table size. */
     uint32_t *ncls = xg2__calloc(n, sizeof(uint32_t));
-    if (!ncls) { rc = XG2_NOMEM(); goto out; }
+    if (!ncls) { xg2__free(loop_base); rc = XG2_NOMEM(); goto out; }
     uint32_t map_i = 0;
     for (uint32_t r = 0; r < n; r++) {
         if (!want[r] || g->rules[r].kind != RK_FSM) continue;
@@ -433,10 +456,10 @@ static int link_grammar(xg2_grammar *g) {
         n_trans += (uint64_t)d->n * ncls[r];
     }
     g->n_classmaps = map_i;
-    if (n_trans > UINT32_MAX / 2) { xg2__free(ncls); rc = xg2__fail(XG2_ERR_LIMIT, "transition table too large"); goto out; }
+    if (n_trans > UINT32_MAX / 2) { xg2__free(ncls); xg2__free(loop_base); rc = xg2__fail(XG2_ERR_LIMIT, "transition table too large"); goto out; }
     g->n_trans = (uint32_t)n_trans;
     g->trans = xg2__malloc(sizeof(uint32_t) * (n_trans ? n_trans : 1));
-    if (!g->trans) { xg2__free(ncls); rc = XG2_NOMEM(); goto out; }
+    if (!g->trans) { xg2__free(ncls); xg2__free(loop_base); rc = XG2_NOMEM(); goto out; }
     memset(g->trans, 0xFF, sizeof(uint32_t) * n_trans);
     /* Second pass: transitions, rule edges, flags. */
     uint32_t ref_i = 0;
@@ -454,6 +477,7 @@ static int link_grammar(xg2_grammar *g) {
         for (uint32_t s = 0; s < d->n; s++) {
             xg2_state *st = &g->states[rt->start + s];
             st->rule = r;
+            if (d->tag && d->tag[s]) st->loop = (loop_base[r] + (d->tag[s] >> 1)) << 1 | (d->tag[s] & 1);
             st->flags = (d->final[s] ? SF_FINAL : 0) | (d->boff[s + 1] > d->boff[s] ? SF_BYTES : 0) |
                         (d->roff[s + 1] > d->roff[s] ? SF_REFS : 0);
             for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++)
@@ -461,7 +485,7 @@ static int link_grammar(xg2_grammar *g) {
                     g->trans[st->row + c] = rt->start + d->br[j].to;
             st->ref_off = ref_i;
             uint32_t nr = d->roff[s + 1] - d->roff[s];
-            if (nr > UINT16_MAX) { xg2__free(ncls); rc = xg2__fail(XG2_ERR_LIMIT, "a state of rule \"%s\" has more than 65535 rule edges", xg2__ir_name(ir, r)); goto out; }
+            if (nr > UINT16_MAX) { xg2__free(ncls); xg2__free(loop_base); rc = xg2__fail(XG2_ERR_LIMIT, "a state of rule \"%s\" has more than 65535 rule edges", xg2__ir_name(ir, r)); goto out; }
             st->ref_n = (uint16_t)nr;
             for (uint32_t j = d->roff[s]; j < d->roff[s + 1]; j++) {
                 g->refs_tab[ref_i].rule = d->re[j].rule;
@@ -472,6 +496,7 @@ static int link_grammar(xg2_grammar *g) {
     }
     g->n_refs = ref_i;
     xg2__free(ncls);
+    xg2__free(loop_base);
 
     if ((rc = build_lookaheads(g, want))) goto out;
 
@@ -513,7 +538,7 @@ static int link_grammar(xg2_grammar *g) {
     xg2__free(seen);
     vec_free(&stack);
     if (!rc) rc = compute_follow(g);
-    g->memory_bytes = sizeof *g + sizeof(xg2_rule) * n + sizeof(xg2_state) * g->n_states +
+    g->memory_bytes = sizeof *g + sizeof(xg2_loop) * g->n_loops + sizeof(xg2_rule) * n + sizeof(xg2_state) * g->n_states +
                       sizeof(uint32_t) * g->n_trans + 256u * g->n_classmaps + sizeof(xg2_ref) * g->n_refs +
                       sizeof(int32_t) * 256u * g->n_la_states + ir->exprs.n * sizeof(xg2_expr) +
                       ir->pool.n * 4u + ir->bytes.n + ir->names.n;
@@ -527,10 +552,8 @@ out:
     return rc;
 }
 
-/* ---- public API ---- */
-
-static void grammar_destroy(xg2_grammar *g) {
-    xg2__ir_free(&g->ir);
+/* Free what link_grammar built, keeping the IR. */
+static void unlink_grammar(xg2_grammar *g) {
     xg2__free(g->rules);
     xg2__free(g->states);
     xg2__free(g->trans);
@@ -540,6 +563,32 @@ static void grammar_destroy(xg2_grammar *g) {
     xg2__free(g->la_final);
     xg2__free(g->la_start);
     xg2__free(g->follow);
+    xg2__free(g->loops);
+    xg2_ir ir = g->ir;
+    int refs = g->refs;
+    memset(g, 0, sizeof *g);
+    g->ir = ir;
+    g->refs = refs;
+}
+
+/* Link; a counted loop that its rule's automaton cannot keep apart becomes a
+ * counted rule, and linking starts over. */
+static int link_with_fallbacks(xg2_grammar *g) {
+    for (uint32_t attempt = 0;; attempt++) {
+        uint32_t conflict = 0;
+        int rc = link_grammar(g, &conflict);
+        if (rc != XG2__LOOP_CONFLICT) return rc;
+        unlink_grammar(g);
+        if (attempt >= 4096) return xg2__fail(XG2_ERR_LIMIT, "too many counted repetitions to place");
+        if ((rc = xg2__ir_uncount(&g->ir, conflict))) return rc;
+    }
+}
+
+/* ---- public API ---- */
+
+static void grammar_destroy(xg2_grammar *g) {
+    xg2__ir_free(&g->ir);
+    unlink_grammar(g);
     xg2__free(g);
 }
 
@@ -558,7 +607,7 @@ int xg2_grammar_from_ebnf(const char *text, size_t len, const char *root, xg2_gr
     int rc = xg2__ir_init(&g->ir);
     if (rc) rc = XG2_NOMEM();
     if (!rc) rc = xg2__ebnf_parse(&g->ir, text, len, root);
-    if (!rc) rc = link_grammar(g);
+    if (!rc) rc = link_with_fallbacks(g);
     if (rc) {
         grammar_destroy(g);
         return rc;

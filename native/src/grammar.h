@@ -21,10 +21,16 @@
 enum { SF_FINAL = 1, SF_BYTES = 2, SF_REFS = 4, SF_REPEAT = 8 };
 
 typedef struct {
+    int32_t min, max;   /* iterations; max < 0: unbounded */
+    xg2_byteset first;  /* bytes that start an iteration from the head */
+} xg2_loop;
+
+typedef struct {
     uint32_t row;     /* first trans[] entry of this state's row */
     uint32_t cls;     /* offset of the rule's 256-byte class map */
     uint32_t rule;    /* the rule this state belongs to */
     uint32_t ref_off; /* rule edges: refs[ref_off .. ref_off + ref_n) */
+    uint32_t loop;    /* counted loop: (loop id << 1) | head, 0 outside loops */
     uint16_t ref_n;
     uint8_t flags;    /* SF_* */
 } xg2_state;
@@ -64,6 +70,8 @@ struct xg2_grammar {
     /* follow[r]: bytes that can come right after rule r completes (its own
      * lookahead included); used to rule out tokens that cross a rule's end. */
     xg2_byteset *follow;
+    xg2_loop *loops; /* loops[id - 1] */
+    uint32_t n_loops;
     size_t memory_bytes;
 };
 
@@ -72,6 +80,43 @@ XG2_HIDDEN void xg2__grammar_retain(const xg2_grammar *g);
 static inline uint32_t xg2__step(const xg2_grammar *g, uint32_t s, uint8_t c) {
     const xg2_state *st = &g->states[s];
     return g->trans[st->row + g->classmaps[st->cls + c]];
+}
+
+/* The count of an item that moves from state s to t on byte c, or UINT32_MAX
+ * if a counted loop forbids the move (see fsm.h).  Outside loops: 0. */
+static inline uint32_t xg2__loop_step(const xg2_grammar *g, uint32_t s, uint32_t t, uint8_t c, uint32_t count) {
+    uint32_t ls = g->states[s].loop, lt = g->states[t].loop;
+    if (!(ls | lt)) return 0;
+    uint32_t n = count;
+    int iterating = ls && !(ls & 1); /* inside an iteration */
+    if (ls & 1) {
+        const xg2_loop *l = &g->loops[(ls >> 1) - 1];
+        if (byteset_has(&l->first, c)) {
+            if (l->max >= 0 && count >= (uint32_t)l->max) return UINT32_MAX;
+            iterating = 1;
+        } else {
+            if (count < (uint32_t)l->min) return UINT32_MAX;
+            n = 0; /* left the loop */
+        }
+    }
+    if (lt & 1) {
+        const xg2_loop *l = &g->loops[(lt >> 1) - 1];
+        if (iterating && (ls >> 1) == (lt >> 1)) {
+            n = count + 1; /* an iteration ends */
+            if (l->max < 0 && n > (uint32_t)l->min) n = (uint32_t)l->min;
+        } else {
+            n = 0; /* entering the loop */
+        }
+    } else if (!lt) {
+        n = 0;
+    }
+    return n;
+}
+
+/* May an item at state s with this count complete its rule (if s is final)? */
+static inline int xg2__loop_may_end(const xg2_grammar *g, uint32_t s, uint32_t count) {
+    uint32_t l = g->states[s].loop;
+    return !(l & 1) || count >= (uint32_t)g->loops[(l >> 1) - 1].min;
 }
 
 /* Target of state s over rule r, or XG2_NONE. */

@@ -408,6 +408,29 @@ out:
 /* Rules made here are appended to nullable[] as they are created. */
 typedef VEC(uint8_t) u8vec;
 
+XG2_HIDDEN int xg2__fsm_unit_pattern(const xg2_ir *ir, uint32_t expr);
+
+/* Can `id` be the child of a counted loop?  Plain bytes only: no references,
+ * intrinsics, or large repetitions of its own; the automaton check (non-empty,
+ * self-delimiting) is fsm.c's. */
+static int plain_bytes(const xg2_ir *ir, uint32_t id, int depth) {
+    const xg2_expr *e = &ir->exprs.a[id];
+    if (depth > 4 * XG2_MAX_NEST_DEPTH) return 0;
+    switch (e->kind) {
+    case XE_EMPTY: case XE_BYTES: case XE_CLASS: return 1;
+    case XE_REPEAT:
+        if (e->flags & XF_COUNTED) return 0;
+        if (e->max >= 0 ? e->max > XG2_UNROLL_LIMIT : e->min > XG2_UNROLL_LIMIT) return 0;
+        return plain_bytes(ir, e->a, depth + 1);
+    case XE_SEQ:
+    case XE_CHOICE:
+        for (uint32_t i = 0; i < e->n; i++)
+            if (!plain_bytes(ir, ir->pool.a[e->a + i], depth + 1)) return 0;
+        return 1;
+    }
+    return 0;
+}
+
 static uint32_t extract_repeats(xg2_ir *ir, uint32_t id, uint32_t rule, u8vec *nullable,
                                 int depth) {
     if (ir->err) return id;
@@ -431,6 +454,15 @@ static uint32_t extract_repeats(xg2_ir *ir, uint32_t id, uint32_t rule, u8vec *n
     if (ir->err) return id;
     int large = e.max >= 0 ? e.max > XG2_UNROLL_LIMIT : e.min > XG2_UNROLL_LIMIT;
     if (!large) return child == e.a ? id : xg2__ir_repeat(ir, child, e.min, e.max);
+    if (plain_bytes(ir, child, 0)) {
+        int unit = xg2__fsm_unit_pattern(ir, child);
+        if (unit < 0) { ir->err = XG2_ERR_NOMEM; return id; }
+        if (unit) {
+            uint32_t c = xg2__ir_repeat(ir, child, e.min, e.max);
+            if (!ir->err) ir->exprs.a[c].flags |= XF_COUNTED;
+            return c;
+        }
+    }
     /* An empty iteration changes nothing, and the parser ignores empty
      * iterations of counted rules, so a nullable child needs no minimum. */
     int child_nullable = expr_holds(ir, child, nullable->a, 1);
@@ -455,6 +487,18 @@ static uint32_t extract_repeats(xg2_ir *ir, uint32_t id, uint32_t rule, u8vec *n
 oom:
     if (!ir->err) ir->err = XG2_ERR_NOMEM;
     return id;
+}
+
+int xg2__ir_uncount(xg2_ir *ir, uint32_t expr) {
+    xg2_expr e = ir->exprs.a[expr];
+    uint32_t crule = xg2__ir_new_rule(ir, "counted_item", e.a);
+    uint32_t body = xg2__ir_repeat(ir, xg2__ir_ref(ir, crule), e.min, e.max);
+    uint32_t rr = xg2__ir_new_rule(ir, "counted", body);
+    if (ir->err) return ir->err == XG2_ERR_LIMIT ? xg2__fail(XG2_ERR_LIMIT, "more than %d rules", XG2_MAX_RULES) : XG2_NOMEM();
+    ir->rules.a[rr].kind = RK_REPEAT;
+    xg2_expr ref = {XE_REF, 0, rr, 0, 0, 0};
+    ir->exprs.a[expr] = ref;
+    return XG2_OK;
 }
 
 int xg2__ir_normalize(xg2_ir *ir) {

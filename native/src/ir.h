@@ -15,8 +15,12 @@
  *   XE_TOKEN    pool[a .. a+n): token ids    -           (flags&XF_EXCLUDE: all but these)
  *   XE_MACRO    a = macro name, n = args     -           (intrinsics not built yet: error)
  *
- * A rule of kind RK_REPEAT has a body XE_REPEAT(XE_REF(child)) that the parser
- * runs with a counter instead of unrolling (repetition compression).
+ * Repetitions too large to unroll are compressed (XGrammar-2 §3.6) one of two ways:
+ *   - a counted loop: an XE_REPEAT with XF_COUNTED whose child is a self-delimiting
+ *     byte pattern (no rule references, not empty, no string of it a prefix of
+ *     another), kept inside its rule's automaton with the count in the parser item;
+ *   - otherwise a rule of kind RK_REPEAT with body XE_REPEAT(XE_REF(child)),
+ *     which the parser runs with a counter over child instances.
  * Builder calls never fail individually: the first allocation failure sets the
  * sticky `err` and later calls return 0 -- check `err` once at the end.
  */
@@ -40,6 +44,7 @@ enum {
 
 #define XF_NEGATED 1
 #define XF_EXCLUDE 2
+#define XF_COUNTED 4 /* XE_REPEAT run as a counted loop inside its rule's automaton */
 
 enum { RK_FSM, RK_REPEAT };
 
@@ -96,6 +101,10 @@ static inline const char *xg2__ir_name(const xg2_ir *ir, uint32_t rule) {
  * match nothing, move large repetitions into counted rules.  On error the
  * message names the rule. */
 XG2_HIDDEN int xg2__ir_normalize(xg2_ir *ir);
+
+/* Turn the counted loop `expr` into an RK_REPEAT rule reference (in place),
+ * for when its automaton cannot keep the loop apart from what surrounds it. */
+XG2_HIDDEN int xg2__ir_uncount(xg2_ir *ir, uint32_t expr);
 
 /* Print as EBNF text into out (growable). */
 XG2_HIDDEN int xg2__ir_print(const xg2_ir *ir, xg2_charvec *out);

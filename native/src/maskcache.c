@@ -23,25 +23,40 @@ XG2_HIDDEN int xg2__parser_reinit_local(xg2_parser *p, uint32_t state, uint32_t 
 /* ---- keys ---- */
 
 uint64_t xg2__mask_key(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it) {
-    uint32_t bucket = 0;
     const xg2_state *st = &g->states[it->state];
+    int32_t min, max;
     if (st->flags & SF_REPEAT) {
-        const xg2_rule *rr = &g->rules[st->rule];
-        uint32_t far = (v->max_token_len < 32766 ? v->max_token_len : 32766) + 1;
-        uint32_t lo = it->count < (uint32_t)rr->min ? (uint32_t)rr->min - it->count : 0;
-        uint32_t hi = rr->max < 0 ? far : (uint32_t)rr->max - it->count;
-        if (lo > far) lo = far;
-        if (hi > far) hi = far;
-        bucket = lo << 16 | hi;
+        min = g->rules[st->rule].min;
+        max = g->rules[st->rule].max;
+    } else if (st->loop) {
+        min = g->loops[(st->loop >> 1) - 1].min;
+        max = g->loops[(st->loop >> 1) - 1].max;
+    } else {
+        return (uint64_t)it->state << 32;
     }
-    return (uint64_t)it->state << 32 | bucket;
+    uint32_t far = xg2__count_far(v);
+    uint32_t lo = it->count < (uint32_t)min ? (uint32_t)min - it->count : 0;
+    uint32_t hi = max < 0 ? far : (uint32_t)max - it->count;
+    if (lo > far) lo = far;
+    if (hi > far) hi = far;
+    return (uint64_t)it->state << 32 | lo << 16 | hi;
 }
 
 /* ---- slices ---- */
 
-/* Is every string over the slice's class alive from DFA state q?  A walk of
- * the product of the slice automaton and the rule's byte edges. */
-static int slice_contained(const xg2_grammar *g, const xg2_slice *s, uint32_t q) {
+/* Is every string over the slice's class alive from DFA state q (with the
+ * item's loop count)?  A walk of the product of the slice automaton and the
+ * rule's byte edges.  Counts are not tracked, so the walk gives up when they
+ * could matter: the item's loop near its maximum, leaving the loop before its
+ * minimum, or entering a loop. */
+static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, const xg2_slice *s, uint32_t q, uint32_t count) {
+    uint32_t loop = g->states[q].loop >> 1;
+    int may_leave = 1;
+    if (loop) {
+        const xg2_loop *l = &g->loops[loop - 1];
+        if (l->max >= 0 && (uint32_t)l->max - count < xg2__count_far(v)) return 0;
+        may_leave = count >= (uint32_t)l->min;
+    }
     uint64_t seen[SLICE_PAIR_LIMIT];
     uint32_t stack_a[SLICE_PAIR_LIMIT], stack_q[SLICE_PAIR_LIMIT];
     uint32_t n_seen = 0, sp = 0;
@@ -57,6 +72,12 @@ static int slice_contained(const xg2_grammar *g, const xg2_slice *s, uint32_t q)
             if (row[c] < 0) continue;
             uint32_t t = xg2__step(g, r, (uint8_t)c);
             if (t == XG2_NONE) return 0;
+            uint32_t lr = g->states[r].loop, lt = g->states[t].loop;
+            if (lr & 1 && !byteset_has(&g->loops[(lr >> 1) - 1].first, (unsigned)c)) { /* leaves the loop */
+                if (!may_leave || lt) return 0;
+            } else if (lt && (lt >> 1) != loop) {
+                return 0; /* enters another loop */
+            }
             uint64_t key = (uint64_t)row[c] << 32 | t;
             uint32_t k = 0;
             while (k < n_seen && seen[k] != key) k++;
@@ -76,8 +97,8 @@ typedef struct {
     const xg2_grammar *g;
     xg2_parser *p;       /* used below earley_from */
     uint32_t earley_from; /* depth where the Earley parser took over, or UINT32_MAX */
-    uint32_t count;
     uint32_t *qs;        /* DFA state per depth */
+    uint32_t *cs;        /* loop count per depth */
     uint8_t *cand;       /* cand[d]: some token through depth d may be uncertain */
     uint8_t *comp;       /* comp[d]: the root rule can have ended after d bytes */
     const xg2_byteset *follow;
@@ -110,12 +131,14 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         }
         int alive;
         if (w->earley_from == UINT32_MAX) {
-            uint32_t s = xg2__step(g, w->qs[d - 1], c);
-            alive = s != XG2_NONE;
+            uint32_t s = xg2__step(g, w->qs[d - 1], c), n = 0;
+            if (s != XG2_NONE && g->n_loops) n = xg2__loop_step(g, w->qs[d - 1], s, c, w->cs[d - 1]);
+            alive = s != XG2_NONE && n != UINT32_MAX;
             if (alive) {
                 if (is_pure(g, s)) {
                     w->qs[d] = s;
-                    w->comp[d] = (g->states[s].flags & SF_FINAL) != 0;
+                    w->cs[d] = n;
+                    w->comp[d] = (g->states[s].flags & SF_FINAL) && xg2__loop_may_end(g, s, n);
                 } else {
                     int rc = xg2__parser_reinit_local(w->p, s, 0);
                     if (rc) return rc;
@@ -160,20 +183,22 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     xg2_parser p;
     i32vec unc = {0};
     uint32_t *acc = xg2__calloc(words, sizeof(uint32_t));
-    walker w = {g, &p, UINT32_MAX, it->count, NULL, NULL, NULL, &g->follow[g->states[it->state].rule]};
+    walker w = {g, &p, UINT32_MAX, NULL, NULL, NULL, NULL, &g->follow[g->states[it->state].rule]};
     w.qs = xg2__malloc(sizeof(uint32_t) * depth);
+    w.cs = xg2__malloc(sizeof(uint32_t) * depth);
     w.cand = xg2__calloc(depth, 1);
     w.comp = xg2__calloc(depth, 1);
     memset(&p, 0, sizeof p);
-    if (!acc || !w.qs || !w.cand || !w.comp) { rc = XG2_NOMEM(); goto out; }
+    if (!acc || !w.qs || !w.cs || !w.cand || !w.comp) { rc = XG2_NOMEM(); goto out; }
     if ((rc = xg2__parser_init_local(&p, g, it->state, it->count))) goto out;
 
     const xg2_trie *t = &v->trie;
     if (is_pure(g, it->state)) {
         w.qs[0] = it->state;
+        w.cs[0] = it->count;
         for (int k = 0; k < XG2_N_SLICES; k++) {
             const xg2_slice *s = &v->slices[k];
-            if (s->rest.nodes && slice_contained(g, s, it->state)) {
+            if (s->rest.nodes && slice_contained(g, v, s, it->state, it->count)) {
                 for (size_t i = 0; i < words; i++) acc[i] |= s->all[i];
                 t = &s->rest;
                 break;
@@ -208,6 +233,7 @@ out:
     xg2__parser_free(&p);
     xg2__free(acc);
     xg2__free(w.qs);
+    xg2__free(w.cs);
     xg2__free(w.cand);
     xg2__free(w.comp);
     vec_free(&unc);

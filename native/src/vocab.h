@@ -70,6 +70,12 @@ XG2_HIDDEN void xg2__vocab_retain(const xg2_vocab *v);
 XG2_HIDDEN int xg2__trie_build(const xg2_vocab *v, int32_t *ids, uint32_t n, xg2_trie *out);
 XG2_HIDDEN void xg2__trie_free(xg2_trie *t);
 
+/* Counts further than this from a bound behave alike for one token: each
+ * iteration takes at least one byte. */
+static inline uint32_t xg2__count_far(const xg2_vocab *v) {
+    return (v->max_token_len < 32766 ? v->max_token_len : 32766) + 1;
+}
+
 /* Sort token ids by their bytes (tmp: scratch of n ids). */
 XG2_HIDDEN void xg2__vocab_sort_ids(const xg2_vocab *v, int32_t *ids, int32_t *tmp, uint32_t n);
 
