@@ -28,6 +28,11 @@ Semantics worth knowing:
   terminators, ``$`` is the end of the string).
 * Strings with lone surrogate escapes (``"\\ud800"``) are accepted only by
   unconstrained strings.
+* Property names and string constants match the spellings ``json.dumps`` writes
+  (with or without ``ensure_ascii``, hex digits in either case); other escapes of
+  the same text (``"\\u0061"`` for ``"a"``, ``"\\/"``) are refused there, never
+  mistaken for another name.  Strings under ``pattern``/``format``/length
+  constraints accept every escape.
 * With ``indent``, values nested deeper than 32 levels accept any whitespace (a
   recursive schema cannot be indented exactly by a context-free grammar).
 
@@ -1826,7 +1831,7 @@ class _Converter:
         unique = False
         per = []  # (prefix list of (schema, path), rest (schema, path) or None)
         unevals = []
-        for s, path, skip in parts:
+        for pi_index, (s, path, skip) in enumerate(parts):
             it = s.get("items")
             if isinstance(it, list):  # draft 4-2019: items array + additionalItems
                 pi, ipath = it, _ptr_join(path, "items")
@@ -1847,17 +1852,16 @@ class _Converter:
             if "contains" in s:
                 lo = s.get("minContains", 1)
                 hi = s.get("maxContains")
-                contains.append(((s["contains"], _ptr_join(path, "contains"), frozenset()), lo, hi, path))
+                contains.append(((s["contains"], _ptr_join(path, "contains"), frozenset()), lo, hi, path, pi_index))
             if s.get("uniqueItems") is True:
                 unique = True
-        if unevals and contains:
-            self.fail("unevaluatedItems", unevals[0][1], "items evaluated by contains are not tracked")
         M = max((len(pre) for pre, _ in per), default=0)
 
-        def position(j: Optional[int]):
-            """The conj for item j (None: past every prefix), or None: no item."""
+        def position(j: Optional[int], extra=()):
+            """The conj for item j (None: past every prefix), or None: no item.
+            ``extra``: indexes of parts that evaluate it too (a matched contains)."""
             conj = []
-            evaluated = set()
+            evaluated = {i for i in extra if ("noeval",) not in parts[i][2]}
             for i, (pre, rest_s) in enumerate(per):
                 if ("noeval",) in parts[i][2]:
                     evaluated_ok = False
@@ -1890,7 +1894,7 @@ class _Converter:
         if unique and (max_i is None or max_i > 1):
             return self.array_unique(prefix, rest, min_i, max_i, contains, parts, d, hint)
         if contains:
-            return self.array_contains(prefix, rest, min_i, max_i, contains[0], d, hint)
+            return self.array_contains(prefix, rest, min_i, max_i, contains[0], d, hint, position, M)
         pexprs = []
         for j, conj in enumerate(prefix):
             pexprs.append(self.value(conj, d + 1, f"{hint}-{j}"))
@@ -1938,26 +1942,36 @@ class _Converter:
                 alts.append(f'"[" {lay.first(d)} {_seq(first, tail(1))} {lay.last(d)} "]"')
         return _alt(alts)
 
-    def array_contains(self, prefix, rest, min_i, max_i, contains, d, hint) -> Optional[str]:
+    def array_contains(self, prefix, rest, min_i, max_i, contains, d, hint, position=None, M=0) -> Optional[str]:
         """Items split into those matching ``contains`` and those not; states
-        (position, matches so far), both capped."""
-        (cs, cpath, _), lo_c, hi_c, path = contains
+        (position, matches so far), both capped.  Matching items count as
+        evaluated for unevaluatedItems (``position(j, extra)`` rebuilds them)."""
+        (cs, cpath, _), lo_c, hi_c, path, ci = contains
         lo_c = _nonneg_int(self, lo_c, "minContains", path)
         hi_c = None if hi_c is None else _nonneg_int(self, hi_c, "maxContains", path)
         lay = self.layout
         neg = self.negate(cs, cpath)
         m = len(prefix)
 
-        def split(conj, label):
-            yes = self.value(conj + [(cs, cpath, frozenset())], d + 1, f"{hint}-{label}-c")
-            no = _alt([self.value(conj + [(a, cpath, _NOEVAL)], d + 1, f"{hint}-{label}-n") for a in neg])
+        def split(conj, label, j):
+            yconj = conj
+            if position is not None:
+                yconj = position(j if j < M else None, (ci,))
+                if yconj is None:
+                    yconj = [(False, cpath, frozenset())]
+            yes = self.value(yconj + [(cs, cpath, frozenset())], d + 1, f"{hint}-{label}-c")
+            no = None
+            if conj is not None:
+                no = _alt([self.value(conj + [(a, cpath, _NOEVAL)], d + 1, f"{hint}-{label}-n") for a in neg])
             return yes, no
 
-        pre = [split(c, str(j)) for j, c in enumerate(prefix)]
-        rs = split(rest, "item") if rest is not None else (None, None)
+        pre = [split(c, str(j), j) for j, c in enumerate(prefix)]
+        rs = split(rest, "item", m)
+        if rest is None and position is None:
+            rs = (None, None)
         cap_c = (hi_c if hi_c is not None else lo_c) + 1
         maxlen = max_i
-        if rest is None:
+        if rs == (None, None):
             maxlen = m if maxlen is None else min(maxlen, m)
         len_cap = max(m, min_i) if maxlen is None else maxlen
         if cap_c * (len_cap + 1) > 20000:

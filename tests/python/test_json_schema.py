@@ -575,6 +575,18 @@ def test_arrays(schema):
     check_schema(schema, insts + [None, "x", {}], strict_mode=False, oracle_schema=oracle_schema)
 
 
+def test_contains_evaluates_items():
+    schema = {"type": "array", "prefixItems": [{"type": "string"}], "contains": {"type": "integer"},
+              "unevaluatedItems": False}
+    c = compile_schema(schema, strict_mode=False)
+    is_valid = oracle(schema)
+    for inst in [["a", 1], ["a", 1, 2], ["a", 1, True], ["a"], [1], ["a", "b", 1]]:
+        assert accepts(c, json.dumps(inst)) == is_valid(inst), inst
+    # strict mode: items matching contains are evaluated, others are extra
+    strict = compile_schema({"type": "array", "contains": {"type": "integer"}})
+    assert accepts(strict, "[1, 2]") and not accepts(strict, '[1, "x"]') and not accepts(strict, "[]")
+
+
 # --------------------------------------------------------------------------------------
 # combinators and references
 # --------------------------------------------------------------------------------------
