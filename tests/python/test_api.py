@@ -278,6 +278,8 @@ PRINT_GRAMMARS = [c.ebnf for c in CASES.values() if c.ebnf != "builtin_json"] + 
     r'root ::= ( "x" | ( "y" "z" )+ )? [0-9]{3} [a]{2,} "q"{0,4} "r"* "s"+ "t"?',
     'root ::= a b\na ::= "a" (= "b")\nb ::= "b" | a  # comment\n',
     'root ::= [\\u4e00-\\u9fff\\U00010000-\\U0010FFFF]+',
+    'root ::= "a"{2,5} [0-9]{40,60}',  # a counted repetition after another repetition
+    'root ::= "x" ([0-9]{40,60})? "z"',
 ]
 
 

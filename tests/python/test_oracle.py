@@ -181,3 +181,45 @@ def test_lookahead_prunes(vocab):
     # Completion needs the whole string.
     m = xgr.GrammarMatcher(vocab.compile(ebnf))
     assert m.accept_string("ab->cd.") and m.is_completed()
+
+
+# ---- language oracle: small regular grammars against Python regular expressions -----------
+
+REGULAR_PAIRS = [
+    # (grammar body, equivalent regex, pieces to build random strings from, must-check strings)
+    ('"x" ([0-9]{40,60})?', r"x(?:[0-9]{40,60})?", ["x", "0", "12", "345"], ["x", "x" + "7" * 40]),
+    ('"x" ([0-9]{40,60})? "z"', r"x(?:[0-9]{40,60})?z", ["x", "z", "0", "12", "345"], ["xz"]),
+    ('"x" d? "z"\nd ::= [0-9]{40,60}', r"x(?:[0-9]{40,60})?z", ["x", "z", "0", "12", "345"], ["xz"]),
+    ('"x" ([0-9]{33} | "") "z"', r"x(?:[0-9]{33})?z", ["x", "z", "0", "12", "345"], ["xz"]),
+    ('"x" ([0-9]{32})? "z"', r"x(?:[0-9]{32})?z", ["x", "z", "0", "12", "345"], ["xz"]),
+    ('"x" ([0-9]{2,5})?', r"x(?:[0-9]{2,5})?", ["x", "0", "12"], ["x", "x12"]),
+    ('"x" "y"{0,100}', r"xy{0,100}", ["x", "y", "yyyyyyyyyy"], ["x", "x" + "y" * 100]),
+    ('("ab"{2,3})+', r"(?:(?:ab){2,3})+", ["a", "b", "ab", "abab"], ["abab", "ababab" * 3]),
+    ('("a" | "bc"){2,45}', r"(?:a|bc){2,45}", ["a", "b", "c", "bc", "aaaa"], ["abc", "a" * 45]),
+    ('([0-9]{40,60} "-")*', r"(?:[0-9]{40,60}-)*", ["-", "0", "1234567890"], ["", "1" * 40 + "-"]),
+    ('([a-z]{2,30}){2,4}', r"(?:[a-z]{2,30}){2,4}", ["a", "bc", "defgh", "x" * 10], ["abcd", "a" * 120]),
+    ('("é"{3,50} "日"?)+', r"(?:é{3,50}日?)+", ["é", "日", "éé"], ["ééé", "éééé日ééé"]),
+    ('("x"{0,100})? "y"', r"x{0,100}y", ["x", "y", "x" * 10], ["y", "x" * 100 + "y"]),
+    ('"a" ("b"{40,} | "c")? "d"', r"a(?:b{40,}|c)?d", ["a", "b", "c", "d", "b" * 10], ["ad", "acd", "a" + "b" * 40 + "d"]),
+    ('[^a-c]{2} [a-c]*', r"[^a-c]{2}[a-c]*", ["a", "b", "d", "é", "😀"], ["dd", "é😀abc"]),
+    ('([0-9] [a-z]?){3,40} "!"', r"(?:[0-9][a-z]?){3,40}!", ["1", "a", "!", "2b"], ["123!", "1a2b3c!"]),
+]
+
+
+@pytest.mark.parametrize("body, pattern, pieces, must", REGULAR_PAIRS, ids=[p[0] for p in REGULAR_PAIRS])
+def test_regular_grammar_language_matches_regex(body, pattern, pieces, must):
+    """Character-level differential check: for random strings, accept_string succeeds
+    exactly on viable prefixes and is_completed() exactly on members of the language."""
+    import regex
+
+    rx = regex.compile(pattern)
+    info = xgr.TokenizerInfo(["a", "</s>"], stop_token_ids=[1])
+    compiled = xgr.GrammarCompiler(info).compile_grammar("root ::= " + body)
+    rng = np.random.default_rng(len(pattern) * 7919 + len(body))
+    strings = list(must) + ["".join(rng.choice(pieces, size=int(rng.integers(0, 40)))) for _ in range(250)]
+    for s in strings:
+        m = xgr.GrammarMatcher(compiled)
+        accepted = m.accept_string(s)
+        complete = accepted and m.is_completed()
+        assert accepted == (rx.fullmatch(s, partial=True) is not None), (body, s, "accepted", accepted)
+        assert complete == (rx.fullmatch(s) is not None), (body, s, "completed", complete)
