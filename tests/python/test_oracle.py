@@ -185,6 +185,9 @@ def test_lookahead_prunes(vocab):
 
 # ---- language oracle: small regular grammars against Python regular expressions -----------
 
+_UTF8_EDGES = ["\x00", "\x7f", "\x80", "\u07ff", "\u0800", "\uffff", "\U00010000", "\U0010ffff",
+               "é", "a", "\ud7ff", "\ue000"]
+
 REGULAR_PAIRS = [
     # (grammar body, equivalent regex, pieces to build random strings from, must-check strings)
     ('"x" ([0-9]{40,60})?', r"x(?:[0-9]{40,60})?", ["x", "0", "12", "345"], ["x", "x" + "7" * 40]),
@@ -203,6 +206,14 @@ REGULAR_PAIRS = [
     ('"a" ("b"{40,} | "c")? "d"', r"a(?:b{40,}|c)?d", ["a", "b", "c", "d", "b" * 10], ["ad", "acd", "a" + "b" * 40 + "d"]),
     ('[^a-c]{2} [a-c]*', r"[^a-c]{2}[a-c]*", ["a", "b", "d", "é", "😀"], ["dd", "é😀abc"]),
     ('([0-9] [a-z]?){3,40} "!"', r"(?:[0-9][a-z]?){3,40}!", ["1", "a", "!", "2b"], ["123!", "1a2b3c!"]),
+    # UTF-8 length boundaries in classes
+    (r"[\u0080-\u07ff]+ [\U00010000-\U0010ffff]*", r"[\u0080-\u07ff]+[\U00010000-\U0010ffff]*", _UTF8_EDGES, ["\u07ff\U00010000"]),
+    (r'([^\u0800-\uffff] | "\uffff\U00010000")+', r"(?:[^\u0800-\uffff]|\uffff\U00010000)+", _UTF8_EDGES, ["\uffff\U00010000"]),
+    (r"[\x7f-\u0800]{2,40}", r"[\x7f-\u0800]{2,40}", _UTF8_EDGES, ["\x7f\u0800"]),
+    # lookahead assertions (each regex is the language the assertion leaves)
+    ('k (":" | "=" | "!") [0-9]\nk ::= [a-z]+ (= (":" | "="))', r"[a-z]+[:=][0-9]", ["a", "b", ":", "=", "!", "1"], ["ab:1"]),
+    ('(k ",")* k "."\nk ::= [a-z]+ (= [,.])', r"(?:[a-z]+,)*[a-z]+\.", ["a", "b", ",", "."], ["a,b."]),
+    ('k [a-z0-9]* "."\nk ::= [a-z]+ (= [0-9] [0-9])', r"[a-z]+[0-9]{2}[a-z0-9]*\.", ["a", "1", "2", "."], ["a12."]),
 ]
 
 
