@@ -62,13 +62,15 @@ def _download(dest: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def suite_dir(request):
+def suite_dir(request, tmp_path_factory):
     env = os.environ.get(SUITE_ENV)
     if env:
         if not os.path.isdir(env):
             pytest.fail(f"${SUITE_ENV}={env!r} is not a directory", pytrace=False)
         return env
-    root = str(request.config.cache.mkdir("json-schema-test-suite"))
+    cache = getattr(request.config, "cache", None)  # absent with -p no:cacheprovider
+    root = str(cache.mkdir("json-schema-test-suite") if cache is not None
+               else tmp_path_factory.mktemp("json-schema-test-suite"))
     dest = os.path.join(root, "draft2020-12")
     if not glob.glob(os.path.join(dest, "*.json")):
         os.makedirs(dest, exist_ok=True)
