@@ -44,7 +44,7 @@ static uint32_t guard_intern(xg2_guards *G, const uint32_t *m, uint32_t n) {
     if ((uint64_t)(count + 1) * 2 >= G->cap) {
         uint32_t ncap = G->cap ? G->cap * 2 : 64;
         uint32_t *t = xg2__calloc(ncap, sizeof(uint32_t));
-        if (!t) { XG2_NOMEM(); return GUARD_ERR; }
+        if (!t) { G->err = XG2_NOMEM(); return GUARD_ERR; }
         for (uint32_t id = 1; id < count; id++) {
             uint32_t h = (uint32_t)hash_members(G->pool.a + G->off.a[id], G->off.a[id + 1] - G->off.a[id]) & (ncap - 1);
             while (t[h]) h = (h + 1) & (ncap - 1);
@@ -62,13 +62,16 @@ static uint32_t guard_intern(xg2_guards *G, const uint32_t *m, uint32_t n) {
         h = (h + 1) & (G->cap - 1);
     }
     if (count >= XG2_MAX_GUARDS) {
-        xg2__fail(XG2_ERR_LIMIT, "more than %d distinct pending lookahead assertions", XG2_MAX_GUARDS);
+        G->err = xg2__fail(XG2_ERR_LIMIT, "more than %d distinct pending lookahead assertions", XG2_MAX_GUARDS);
         return GUARD_ERR;
     }
-    if (vec_reserve(&G->pool, (uint64_t)G->pool.n + n)) { XG2_NOMEM(); return GUARD_ERR; }
+    if (vec_reserve(&G->pool, (uint64_t)G->pool.n + n) || vec_reserve(&G->off, (uint64_t)G->off.n + 1)) {
+        G->err = XG2_NOMEM();
+        return GUARD_ERR;
+    }
     memcpy(G->pool.a + G->pool.n, m, sizeof(uint32_t) * n);
     G->pool.n += n;
-    if (vec_push(&G->off, G->pool.n)) { XG2_NOMEM(); return GUARD_ERR; }
+    G->off.a[G->off.n++] = G->pool.n;
     G->tab[h] = count + 1;
     return count;
 }
@@ -80,7 +83,7 @@ static int cmp_u32(const void *a, const void *b) {
 
 static uint32_t sort_intern(xg2_parser *p) {
     xg2_u32vec *t = &p->tmp;
-    qsort(t->a, t->n, sizeof(uint32_t), cmp_u32);
+    if (t->n > 1) qsort(t->a, t->n, sizeof(uint32_t), cmp_u32);
     uint32_t k = 0;
     for (uint32_t i = 0; i < t->n; i++)
         if (!k || t->a[k - 1] != t->a[i]) t->a[k++] = t->a[i];
@@ -98,7 +101,7 @@ static uint32_t guard_step(xg2_parser *p, uint32_t g, uint8_t c) {
         int32_t t = gr->la_trans[(size_t)G->pool.a[k] * 256 + c];
         if (t < 0) return XG2_GUARD_FAIL;
         if (gr->la_final[t]) continue;
-        if (vec_push(&p->tmp, (uint32_t)t)) { XG2_NOMEM(); return GUARD_ERR; }
+        if (vec_push(&p->tmp, (uint32_t)t)) { G->err = XG2_NOMEM(); return GUARD_ERR; }
     }
     return sort_intern(p);
 }
@@ -109,9 +112,9 @@ static uint32_t guard_union(xg2_parser *p, uint32_t a, uint32_t b) {
     xg2_guards *G = &p->guards;
     p->tmp.n = 0;
     for (uint32_t k = G->off.a[a]; k < G->off.a[a + 1]; k++)
-        if (vec_push(&p->tmp, G->pool.a[k])) { XG2_NOMEM(); return GUARD_ERR; }
+        if (vec_push(&p->tmp, G->pool.a[k])) { G->err = XG2_NOMEM(); return GUARD_ERR; }
     for (uint32_t k = G->off.a[b]; k < G->off.a[b + 1]; k++)
-        if (vec_push(&p->tmp, G->pool.a[k])) { XG2_NOMEM(); return GUARD_ERR; }
+        if (vec_push(&p->tmp, G->pool.a[k])) { G->err = XG2_NOMEM(); return GUARD_ERR; }
     return sort_intern(p);
 }
 
@@ -196,7 +199,7 @@ static int complete(xg2_parser *p, uint32_t begin, xg2_item it, uint32_t pos) {
     int rc;
     if (g->rules[rule].lookahead >= 0) {
         g0 = guard_with_state(p, g0, g->la_start[g->rules[rule].lookahead]);
-        if (g0 == GUARD_ERR) return xg2_last_error()[0] ? XG2_ERR_LIMIT : XG2_ERR_NOMEM;
+        if (g0 == GUARD_ERR) return p->guards.err;
     }
     if (o == XG2_LOCAL_ROOT) {
         p->root_done = 1;
@@ -232,9 +235,9 @@ static int complete(xg2_parser *p, uint32_t begin, xg2_item it, uint32_t pos) {
         if (par.guard) {
             uint32_t ga = guard_over(p, par.guard, o, pos);
             if (ga == XG2_GUARD_FAIL) continue;
-            if (ga == GUARD_ERR) return XG2_NOMEM();
+            if (ga == GUARD_ERR) return p->guards.err;
             gg = guard_union(p, g0, ga);
-            if (gg == GUARD_ERR) return XG2_NOMEM();
+            if (gg == GUARD_ERR) return p->guards.err;
         }
         if ((rc = add_item(p, begin, t, par.origin, cnt, gg))) return rc;
     }
@@ -252,7 +255,7 @@ static int closure(xg2_parser *p, uint32_t begin, uint32_t pos) {
             const xg2_rule *rr = &g->rules[st->rule];
             if (vec_push(&p->wait, j)) return XG2_NOMEM();
             if (rr->max < 0 || it.count < (uint32_t)rr->max)
-                if ((rc = add_item(p, begin, g->rules[rr->child].start, pos, 0, 0))) return rc;
+                if ((rc = add_item(p, begin, g->rules[rr->child].start, pos, 0, it.guard))) return rc;
             if (it.count >= (uint32_t)rr->min && (rc = complete(p, begin, it, pos))) return rc;
             continue;
         }
@@ -260,12 +263,12 @@ static int closure(xg2_parser *p, uint32_t begin, uint32_t pos) {
             if (vec_push(&p->wait, j)) return XG2_NOMEM();
             const xg2_ref *e = g->refs_tab + st->ref_off;
             for (uint32_t k = 0; k < st->ref_n; k++)
-                if ((rc = add_item(p, begin, g->rules[e[k].rule].start, pos, 0, 0))) return rc;
+                if ((rc = add_item(p, begin, g->rules[e[k].rule].start, pos, 0, it.guard))) return rc;
             for (uint32_t k = 0; k < p->nulls.n; k++) {
                 uint32_t t = xg2__step_rule(g, it.state, p->nulls.a[k].rule);
                 if (t == XG2_NONE) continue;
                 uint32_t gg = guard_union(p, p->nulls.a[k].guard, it.guard);
-                if (gg == GUARD_ERR) return XG2_NOMEM();
+                if (gg == GUARD_ERR) return p->guards.err;
                 if ((rc = add_item(p, begin, t, it.origin, it.count, gg))) return rc;
             }
         }
@@ -397,7 +400,7 @@ int xg2__parser_push(xg2_parser *p, uint8_t c) {
         if (gg) {
             gg = guard_step(p, gg, c);
             if (gg == XG2_GUARD_FAIL) continue;
-            if (gg == GUARD_ERR) { rc = XG2_NOMEM(); goto fail; }
+            if (gg == GUARD_ERR) { rc = p->guards.err; goto fail; }
         }
         if ((rc = add_item(p, begin, t, it.origin, cnt, gg))) goto fail;
     }
@@ -432,9 +435,13 @@ void xg2__parser_next_bytes(const xg2_parser *p, xg2_byteset *out) {
     memset(out, 0, sizeof *out);
     uint32_t k = p->ns - 1;
     for (uint32_t i = p->set_start.a[k]; i < p->set_start.a[k + 1]; i++) {
-        uint32_t s = p->items.a[i].state;
+        uint32_t s = p->items.a[i].state, count = p->items.a[i].count;
         if (!(g->states[s].flags & SF_BYTES)) continue;
-        for (int c = 0; c < 256; c++)
-            if (xg2__step(g, s, (uint8_t)c) != XG2_NONE) byteset_add(out, (unsigned)c);
+        for (int c = 0; c < 256; c++) {
+            uint32_t t = xg2__step(g, s, (uint8_t)c);
+            if (t == XG2_NONE) continue;
+            if (g->n_loops && xg2__loop_step(g, s, t, (uint8_t)c, count) == UINT32_MAX) continue;
+            byteset_add(out, (unsigned)c);
+        }
     }
 }

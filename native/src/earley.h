@@ -8,7 +8,9 @@
  *   count   completed iterations of a counted repetition, else 0;
  *   guard   pending lookahead assertions (0: none): rule R with (= L) that
  *           completed at position i lets its parent continue only while the
- *           text after i can still start with a string of L.
+ *           text after i can still start with a string of L.  Rules predicted
+ *           by a guarded item inherit its guard, so a failing assertion prunes
+ *           everything that depends on it at the failing byte.
  *
  * Set i holds the items after i input bytes.  Items whose state has rule
  * edges (or a counter) are also listed in the set's wait list, which is what
@@ -31,6 +33,7 @@ typedef struct {
     xg2_u32vec pool, off; /* members of guard g: pool[off[g] .. off[g+1]) */
     uint32_t *tab;        /* interning: guard id + 1, 0 = empty slot */
     uint32_t cap;
+    int err;              /* status of the last failed guard operation */
 } xg2_guards;
 
 typedef struct {

@@ -514,6 +514,7 @@ static int parse_rule(parser *p) {
     ru->body = body;
     ru->lookahead = la;
     ru->defined = 1;
+    ru->def = p->ir->n_defs++;
     return 0;
 }
 

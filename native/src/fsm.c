@@ -259,7 +259,7 @@ static int make_csr(nfa_builder *b, uint32_t final, nfa_csr *c) {
     for (uint32_t s = 0; s < b->n; s++) c->off[s + 1] += c->off[s];
     uint32_t *fill = xg2__malloc(sizeof(uint32_t) * (b->n ? b->n : 1));
     if (!fill) return XG2_NOMEM();
-    memcpy(fill, c->off, sizeof(uint32_t) * b->n);
+    if (b->n) memcpy(fill, c->off, sizeof(uint32_t) * b->n);
     for (uint32_t i = 0; i < b->e.n; i++) c->e[fill[b->e.a[i].from]++] = b->e.a[i];
     xg2__free(fill);
     return XG2_OK;
@@ -304,7 +304,7 @@ static int closure(nfa_csr *c, xg2_u32vec *set) {
             if (vec_push(set, t) || vec_push(&c->stack, t)) return XG2_NOMEM();
         }
     }
-    qsort(set->a, set->n, sizeof(uint32_t), cmp_u32);
+    if (set->n > 1) qsort(set->a, set->n, sizeof(uint32_t), cmp_u32);
     return XG2_OK;
 }
 
@@ -357,7 +357,7 @@ static int dstate_id(dstates *d, const xg2_u32vec *set, uint32_t *id) {
     }
     if (n >= d->limit) { *id = UINT32_MAX; return XG2_OK; }
     if (vec_reserve(&d->pool, (uint64_t)d->pool.n + set->n)) return XG2_NOMEM();
-    memcpy(d->pool.a + d->pool.n, set->a, sizeof(uint32_t) * set->n);
+    if (set->n) memcpy(d->pool.a + d->pool.n, set->a, sizeof(uint32_t) * set->n);
     d->pool.n += set->n;
     if (vec_push(&d->off, d->pool.n)) return XG2_NOMEM();
     d->table[h] = n + 1;
@@ -491,7 +491,7 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
         pts.n = 0;
         for (uint32_t k = 0; k < bedges.n; k++)
             if (vec_push(&pts, bedges.a[k].lo) || vec_push(&pts, bedges.a[k].hi + 1)) goto oom;
-        qsort(pts.a, pts.n, sizeof(uint32_t), cmp_u32);
+        if (pts.n > 1) qsort(pts.a, pts.n, sizeof(uint32_t), cmp_u32);
         for (uint32_t k = 0; k + 1 < pts.n; k++) {
             uint32_t lo = pts.a[k], hi = pts.a[k + 1] - 1;
             if (pts.a[k + 1] == lo) continue;
@@ -520,7 +520,7 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
             }
         }
         /* Rule edges, grouped by rule. */
-        qsort(redges.a, redges.n, sizeof(xg2_redge), cmp_redge);
+        if (redges.n > 1) qsort(redges.a, redges.n, sizeof(xg2_redge), cmp_redge);
         for (uint32_t k = 0; k < redges.n;) {
             uint32_t rule = redges.a[k].rule;
             set.n = 0;
@@ -570,74 +570,234 @@ out:
 
 /* ---- minimisation, trimming, canonical numbering ---- */
 
-/* Moore refinement: split blocks by (block, edges -> target blocks) until stable. */
-static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
+/* Signature of state s: (final, tag, byte edges merged by target class, rule
+ * edges).  cls(t) names the class of a target. */
+typedef struct {
+    const xg2_dfa *d;
+    const uint32_t *comp;  /* SCC of each state */
+    uint32_t cur;          /* the SCC being refined */
+    const uint32_t *block; /* final classes (other SCCs) */
+    const uint32_t *local; /* current classes inside `cur` */
+} sig_ctx;
+
+static uint32_t target_class(const sig_ctx *x, uint32_t t) {
+    return x->comp[t] == x->cur ? 0x80000000u | x->local[t] : x->block[t];
+}
+
+static int signature(const sig_ctx *x, uint32_t s, uint32_t head, xg2_u32vec *sig) {
+    const xg2_dfa *d = x->d;
+    sig->n = 0;
+    if (vec_push(sig, head) || vec_push(sig, d->tag ? d->tag[s] : 0)) return 1;
+    uint32_t mark = sig->n;
+    for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++) {
+        uint32_t tc = target_class(x, d->br[j].to);
+        if (sig->n > mark && sig->a[sig->n - 1] == tc && sig->a[sig->n - 2] + 1 == d->br[j].lo)
+            sig->a[sig->n - 2] = d->br[j].hi;
+        else if (vec_push(sig, d->br[j].lo) || vec_push(sig, d->br[j].hi) || vec_push(sig, tc))
+            return 1;
+    }
+    if (vec_push(sig, UINT32_MAX)) return 1;
+    for (uint32_t j = d->roff[s]; j < d->roff[s + 1]; j++)
+        if (vec_push(sig, d->re[j].rule) || vec_push(sig, target_class(x, d->re[j].to))) return 1;
+    return 0;
+}
+
+/* Interning of signatures: pool of (len, words...) records, open addressing. */
+typedef struct {
+    xg2_u32vec pool;
+    xg2_u32vec at;   /* record start of class id */
+    uint32_t *tab;   /* class id + 1 */
+    uint32_t cap;
+} sig_table;
+
+static int sig_intern(sig_table *t, const xg2_u32vec *sig, uint32_t *id) {
+    if ((uint64_t)(t->at.n + 1) * 2 > t->cap) {
+        uint32_t ncap = t->cap ? t->cap * 2 : 64;
+        uint32_t *tab = xg2__calloc(ncap, sizeof(uint32_t));
+        if (!tab) return XG2_NOMEM();
+        for (uint32_t k = 0; k < t->at.n; k++) {
+            const uint32_t *r = t->pool.a + t->at.a[k];
+            uint32_t h = (uint32_t)hash_set(r + 1, r[0]) & (ncap - 1);
+            while (tab[h]) h = (h + 1) & (ncap - 1);
+            tab[h] = k + 1;
+        }
+        xg2__free(t->tab);
+        t->tab = tab;
+        t->cap = ncap;
+    }
+    uint32_t h = (uint32_t)hash_set(sig->a, sig->n) & (t->cap - 1);
+    for (; t->tab[h]; h = (h + 1) & (t->cap - 1)) {
+        const uint32_t *r = t->pool.a + t->at.a[t->tab[h] - 1];
+        if (r[0] == sig->n && !memcmp(r + 1, sig->a, sizeof(uint32_t) * sig->n)) {
+            *id = t->tab[h] - 1;
+            return XG2_OK;
+        }
+    }
+    *id = t->at.n;
+    if (vec_push(&t->at, t->pool.n) || vec_push(&t->pool, sig->n) ||
+        vec_reserve(&t->pool, (uint64_t)t->pool.n + sig->n))
+        return XG2_NOMEM();
+    memcpy(t->pool.a + t->pool.n, sig->a, sizeof(uint32_t) * sig->n);
+    t->pool.n += sig->n;
+    t->tab[h] = *id + 1;
+    return XG2_OK;
+}
+
+static void sig_free(sig_table *t) {
+    vec_free(&t->pool);
+    vec_free(&t->at);
+    xg2__free(t->tab);
+    memset(t, 0, sizeof *t);
+}
+
+/* Strongly connected components of the DFA, sinks first (iterative Tarjan). */
+static int dfa_scc(const xg2_dfa *d, uint32_t *comp, uint32_t *n_comp) {
     uint32_t n = d->n;
-    xg2_u32vec sig = {0}, soff = {0};
-    uint32_t *table = NULL, *nb = NULL;
     int rc = XG2_OK;
-    uint32_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
-    table = xg2__malloc(sizeof(uint32_t) * cap);
-    nb = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
-    if (!table || !nb) goto oom;
-    /* Initial blocks: final or not, and the loop tag (a loop's states must stay
-     * apart from everything else for their counter semantics). */
-    uint32_t count = 0, n_keys = 4 * (d->n_loops + 1);
-    uint32_t *first_block = xg2__malloc(sizeof(uint32_t) * n_keys);
-    if (!first_block) goto oom;
-    for (uint32_t k = 0; k < n_keys; k++) first_block[k] = UINT32_MAX;
-    for (uint32_t s = 0; s < n; s++) {
-        uint32_t key = (d->tag ? d->tag[s] : 0) << 1 | d->final[s];
-        if (first_block[key] == UINT32_MAX) first_block[key] = count++;
-        block[s] = first_block[key];
-    }
-    xg2__free(first_block);
-    for (;;) {
-        sig.n = soff.n = 0;
-        for (uint32_t s = 0; s < n; s++) {
-            if (vec_push(&soff, sig.n) || vec_push(&sig, block[s])) goto oom;
-            uint32_t mark = sig.n;
-            for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++) {
-                uint32_t tb = block[d->br[j].to];
-                if (sig.n > mark && sig.a[sig.n - 1] == tb && sig.a[sig.n - 2] + 1 == d->br[j].lo) {
-                    sig.a[sig.n - 2] = d->br[j].hi;
-                } else if (vec_push(&sig, d->br[j].lo) || vec_push(&sig, d->br[j].hi) || vec_push(&sig, tb)) {
-                    goto oom;
+    uint32_t *idx = xg2__malloc(sizeof(uint32_t) * n), *low = xg2__malloc(sizeof(uint32_t) * n);
+    uint8_t *on = xg2__calloc(n, 1);
+    xg2_u32vec st = {0}, cv = {0}, ci = {0};
+    if (!idx || !low || !on) { rc = XG2_NOMEM(); goto out; }
+    for (uint32_t v = 0; v < n; v++) idx[v] = UINT32_MAX;
+    uint32_t counter = 0, nc = 0;
+    /* Edge i of state v: byte edges first, then rule edges. */
+#define N_EDGES(v) (d->boff[(v) + 1] - d->boff[v] + d->roff[(v) + 1] - d->roff[v])
+#define EDGE(v, i) ((i) < d->boff[(v) + 1] - d->boff[v] ? d->br[d->boff[v] + (i)].to \
+                                                        : d->re[d->roff[v] + (i) - (d->boff[(v) + 1] - d->boff[v])].to)
+    for (uint32_t root = 0; root < n; root++) {
+        if (idx[root] != UINT32_MAX) continue;
+        idx[root] = low[root] = counter++;
+        on[root] = 1;
+        if (vec_push(&st, root) || vec_push(&cv, root) || vec_push(&ci, 0)) { rc = XG2_NOMEM(); goto out; }
+        while (cv.n) {
+            uint32_t v = cv.a[cv.n - 1];
+            if (ci.a[ci.n - 1] < N_EDGES(v)) {
+                uint32_t w = EDGE(v, ci.a[ci.n - 1]);
+                ci.a[ci.n - 1]++;
+                if (idx[w] == UINT32_MAX) {
+                    idx[w] = low[w] = counter++;
+                    on[w] = 1;
+                    if (vec_push(&st, w) || vec_push(&cv, w) || vec_push(&ci, 0)) { rc = XG2_NOMEM(); goto out; }
+                } else if (on[w] && idx[w] < low[v]) {
+                    low[v] = idx[w];
                 }
+                continue;
             }
-            if (vec_push(&sig, UINT32_MAX)) goto oom;
-            for (uint32_t j = d->roff[s]; j < d->roff[s + 1]; j++)
-                if (vec_push(&sig, d->re[j].rule) || vec_push(&sig, block[d->re[j].to])) goto oom;
-        }
-        if (vec_push(&soff, sig.n)) goto oom;
-        memset(table, 0, sizeof(uint32_t) * cap);
-        uint32_t m = 0;
-        for (uint32_t s = 0; s < n; s++) {
-            const uint32_t *a = sig.a + soff.a[s];
-            uint32_t len = soff.a[s + 1] - soff.a[s];
-            uint32_t h = (uint32_t)hash_set(a, len) & (cap - 1);
-            for (;;) {
-                if (!table[h]) { table[h] = s + 1; nb[s] = m++; break; }
-                uint32_t t = table[h] - 1;
-                uint32_t tl = soff.a[t + 1] - soff.a[t];
-                if (tl == len && !memcmp(sig.a + soff.a[t], a, sizeof(uint32_t) * len)) { nb[s] = nb[t]; break; }
-                h = (h + 1) & (cap - 1);
+            cv.n--;
+            ci.n--;
+            if (cv.n && low[v] < low[cv.a[cv.n - 1]]) low[cv.a[cv.n - 1]] = low[v];
+            if (low[v] == idx[v]) {
+                uint32_t x;
+                do {
+                    x = st.a[--st.n];
+                    on[x] = 0;
+                    comp[x] = nc;
+                } while (x != v);
+                nc++;
             }
         }
-        memcpy(block, nb, sizeof(uint32_t) * n);
-        if (m == count) break;
-        count = m;
     }
-    *n_blocks = count;
-    goto out;
-oom:
-    rc = XG2_NOMEM();
+#undef N_EDGES
+#undef EDGE
+    *n_comp = nc;
 out:
+    xg2__free(idx);
+    xg2__free(low);
+    xg2__free(on);
+    vec_free(&st);
+    vec_free(&cv);
+    vec_free(&ci);
+    return rc;
+}
+
+/* Minimisation by components, sinks first: a state outside any cycle gets its
+ * class from its signature over final classes in one step; the states of a
+ * cycle are refined (Moore) among themselves.  Linear on the long chains that
+ * literals produce; states of different cycles are not merged. */
+static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
+    uint32_t n = d->n, nc = 0;
+    int rc = XG2_OK;
+    uint32_t *comp = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
+    uint32_t *local = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
+    uint32_t *order = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
+    uint32_t *start = xg2__calloc((size_t)n + 2, sizeof(uint32_t));
+    xg2_u32vec sig = {0};
+    sig_table global = {0}, loc = {0};
+    if (!comp || !local || !order || !start) { rc = XG2_NOMEM(); goto out; }
+    if ((rc = dfa_scc(d, comp, &nc))) goto out;
+    for (uint32_t s = 0; s < n; s++) start[comp[s] + 1]++;
+    for (uint32_t c = 0; c < nc; c++) start[c + 1] += start[c];
+    {
+        uint32_t *pos = xg2__malloc(sizeof(uint32_t) * (nc + 1));
+        if (!pos) { rc = XG2_NOMEM(); goto out; }
+        memcpy(pos, start, sizeof(uint32_t) * (nc + 1));
+        for (uint32_t s = 0; s < n; s++) order[pos[comp[s]]++] = s;
+        xg2__free(pos);
+    }
+    sig_ctx x = {d, comp, UINT32_MAX, block, local};
+    uint32_t next_block = 0;
+    for (uint32_t c = 0; c < nc; c++) {
+        const uint32_t *mem = order + start[c];
+        uint32_t m = start[c + 1] - start[c];
+        x.cur = c;
+        int cyclic = m > 1;
+        if (!cyclic) { /* a single state is cyclic only with a self edge */
+            uint32_t s = mem[0];
+            for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++) cyclic |= d->br[j].to == s;
+            for (uint32_t j = d->roff[s]; j < d->roff[s + 1]; j++) cyclic |= d->re[j].to == s;
+        }
+        if (!cyclic) {
+            uint32_t s = mem[0], id;
+            x.cur = UINT32_MAX; /* every target is final already */
+            if (signature(&x, s, d->final[s], &sig)) { rc = XG2_NOMEM(); goto out; }
+            if ((rc = sig_intern(&global, &sig, &id))) goto out;
+            if (id == next_block) next_block++;
+            block[s] = id;
+            continue;
+        }
+        /* Moore refinement inside the cycle; its classes are new global classes. */
+        uint32_t count = 0, seen_final[2] = {0, 0};
+        for (uint32_t i = 0; i < m; i++) {
+            local[mem[i]] = d->final[mem[i]];
+            if (!seen_final[d->final[mem[i]]]++) count++;
+        }
+        for (;;) { /* classes only split; an unchanged count means stable */
+            sig_free(&loc);
+            uint32_t newcount = 0;
+            for (uint32_t i = 0; i < m; i++) {
+                uint32_t s = mem[i], id;
+                if (signature(&x, s, local[s], &sig)) { rc = XG2_NOMEM(); goto out; }
+                if ((rc = sig_intern(&loc, &sig, &id))) goto out;
+                if (id + 1 > newcount) newcount = id + 1;
+                block[s] = id; /* provisional, copied into local below */
+            }
+            for (uint32_t i = 0; i < m; i++) local[mem[i]] = block[mem[i]];
+            if (newcount == count) break;
+            count = newcount;
+        }
+        /* Global ids: reserve fresh ones in the global table by a unique signature. */
+        for (uint32_t i = 0; i < m; i++) {
+            uint32_t s = mem[i];
+            block[s] = next_block + local[s];
+        }
+        /* Keep the global table's ids in step: add placeholder records. */
+        for (uint32_t k = 0; k < count; k++) {
+            sig.n = 0;
+            uint32_t id;
+            if (vec_push(&sig, 0xFFFFFFFEu) || vec_push(&sig, next_block + k)) { rc = XG2_NOMEM(); goto out; }
+            if ((rc = sig_intern(&global, &sig, &id))) goto out;
+        }
+        next_block += count;
+    }
+    *n_blocks = next_block;
+out:
+    xg2__free(comp);
+    xg2__free(local);
+    xg2__free(order);
+    xg2__free(start);
     vec_free(&sig);
-    vec_free(&soff);
-    xg2__free(table);
-    xg2__free(nb);
+    sig_free(&global);
+    sig_free(&loc);
     return rc;
 }
 

@@ -122,7 +122,7 @@ static uint32_t add_rule(xg2_ir *ir, const char *name, size_t len, uint32_t line
     memcpy(ir->names.a + at, name, len);
     ir->names.a[at + len] = 0;
     ir->names.n += (uint32_t)len + 1;
-    xg2_rule_ir r = {at, 0, -1, RK_FSM, 0, line, col};
+    xg2_rule_ir r = {at, 0, -1, RK_FSM, 0, line, col, UINT32_MAX};
     if (vec_push(&ir->rules, r)) { ir->err = XG2_ERR_NOMEM; return 0; }
     return ir->rules.n - 1;
 }
@@ -142,6 +142,7 @@ uint32_t xg2__ir_new_rule(xg2_ir *ir, const char *base, uint32_t body) {
             if (ir->err) return 0;
             ir->rules.a[id].body = body;
             ir->rules.a[id].defined = 1;
+            ir->rules.a[id].def = 0x40000000u + ir->n_defs++;
             return id;
         }
     }
@@ -228,9 +229,15 @@ static uint32_t simplify(xg2_ir *ir, uint32_t id, const uint8_t *dead, int depth
         return e.n ? id : 0;
     case XE_REF:
         return dead && dead[e.a] ? xg2__ir_fail(ir) : id;
-    case XE_CLASS:
-        if (e.n == 0 && !(e.flags & XF_NEGATED)) return xg2__ir_fail(ir);
-        return id;
+    case XE_CLASS: {
+        /* A class with no encodable code point (surrogates have no UTF-8) matches nothing. */
+        xg2_u32vec r = {0};
+        if (xg2__class_ranges(ir, &e, &r)) { ir->err = XG2_ERR_NOMEM; return id; }
+        int empty = 1;
+        for (uint32_t i = 0; i + 1 < r.n && empty; i += 2) empty = r.a[i] >= 0xD800 && r.a[i + 1] <= 0xDFFF;
+        vec_free(&r);
+        return empty ? xg2__ir_fail(ir) : id;
+    }
     case XE_REPEAT: {
         uint32_t c = simplify(ir, e.a, dead, depth + 1);
         if (ir->err) return 0;
@@ -358,6 +365,12 @@ static void renumber_refs(xg2_ir *ir, uint32_t id, const uint32_t *map, uint8_t 
     }
 }
 
+static _Thread_local const xg2_ir *cmp_rules; /* qsort has no context argument */
+static int cmp_def(const void *a, const void *b) {
+    uint32_t x = cmp_rules->rules.a[*(const uint32_t *)a].def, y = cmp_rules->rules.a[*(const uint32_t *)b].def;
+    return (x > y) - (x < y);
+}
+
 /* Keep only rules reachable from the root (root becomes rule 0). */
 static int drop_unreachable(xg2_ir *ir) {
     uint32_t n = ir->rules.n;
@@ -378,11 +391,18 @@ static int drop_unreachable(xg2_ir *ir) {
             goto out;
         }
     }
-    /* The root first, then the others in their original order. */
-    uint32_t k = 0;
-    map[ir->root] = k++;
+    /* The root first, then the others in definition order (so that printed
+     * grammars parse back to the same order). */
+    uint32_t k = 0, *byd = xg2__malloc(sizeof(uint32_t) * n);
+    if (!byd) { rc = XG2_NOMEM(); goto out; }
     for (uint32_t r = 0; r < n; r++)
-        if (seen[r] && r != ir->root) map[r] = k++;
+        if (seen[r] && r != ir->root) byd[k++] = r;
+    cmp_rules = ir;
+    qsort(byd, k, sizeof(uint32_t), cmp_def);
+    map[ir->root] = 0;
+    for (uint32_t i = 0; i < k; i++) map[byd[i]] = i + 1;
+    xg2__free(byd);
+    k++;
     xg2_rule_ir *nr = xg2__malloc(sizeof(xg2_rule_ir) * (k ? k : 1));
     if (!nr) { rc = XG2_NOMEM(); goto out; }
     for (uint32_t r = 0; r < n; r++)
@@ -468,6 +488,14 @@ static uint32_t extract_repeats(xg2_ir *ir, uint32_t id, uint32_t rule, u8vec *n
     int child_nullable = expr_holds(ir, child, nullable->a, 1);
     int32_t min = child_nullable ? 0 : e.min;
     if (min == 0 && e.max < 0) return xg2__ir_repeat(ir, child, 0, -1);
+    /* A rule that is exactly ref{n,m} is itself the counted rule (so a printed
+     * grammar parses back to the same rules). */
+    if (depth == 0 && ir->exprs.a[child].kind == XE_REF && ir->exprs.a[child].a != rule && rule != ir->root &&
+        ir->rules.a[rule].lookahead < 0) {
+        uint32_t body = xg2__ir_repeat(ir, child, min, e.max);
+        if (!ir->err) ir->rules.a[rule].kind = RK_REPEAT;
+        return body;
+    }
     /* The counted rule needs its child as a rule of its own. */
     uint32_t crule;
     char base[220];

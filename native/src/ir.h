@@ -61,6 +61,7 @@ typedef struct {
     uint8_t kind;       /* RK_FSM or RK_REPEAT */
     uint8_t defined;
     uint32_t line, col; /* first mention, for error messages */
+    uint32_t def;       /* definition order (rules made by normalisation come last) */
 } xg2_rule_ir;
 
 typedef struct {
@@ -70,7 +71,8 @@ typedef struct {
     VEC(char) names;
     VEC(xg2_rule_ir) rules;
     uint32_t root;
-    int err; /* sticky XG2_ERR_NOMEM */
+    uint32_t n_defs; /* definitions seen, for xg2_rule_ir.def */
+    int err;         /* sticky XG2_ERR_NOMEM */
 } xg2_ir;
 
 XG2_HIDDEN int xg2__ir_init(xg2_ir *ir);

@@ -55,7 +55,7 @@ int xg2_matcher_new(const xg2_compiled *c, const int32_t *stop_ids, int32_t n_st
     if (!m) return XG2_NOMEM();
     m->stop_ids = xg2__malloc(sizeof(int32_t) * (size_t)(n_stop ? n_stop : 1));
     if (!m->stop_ids || vec_push(&m->steps, 0)) goto oom;
-    memcpy(m->stop_ids, stop_ids, sizeof(int32_t) * (size_t)n_stop);
+    if (n_stop) memcpy(m->stop_ids, stop_ids, sizeof(int32_t) * (size_t)n_stop);
     m->n_stop = n_stop;
     m->terminate_without_stop = tws != 0;
     int rc = xg2__parser_init(&m->parser, c->g);
@@ -106,7 +106,7 @@ int xg2_matcher_fork(const xg2_matcher *src, xg2_matcher **out) {
         leave(s);
         return rc ? rc : XG2_NOMEM();
     }
-    memcpy(m->stop_ids, s->stop_ids, sizeof(int32_t) * (size_t)s->n_stop);
+    if (s->n_stop) memcpy(m->stop_ids, s->stop_ids, sizeof(int32_t) * (size_t)s->n_stop);
     memcpy(m->steps.a, s->steps.a, sizeof(uint32_t) * s->steps.n);
     m->steps.n = s->steps.n;
     xg2__compiled_retain(m->c);
@@ -141,7 +141,12 @@ int xg2_matcher_accept_token(xg2_matcher *m, int32_t t, int *accepted) {
         rc = xg2__fail(XG2_ERR_ARG, "token id %d is out of range [0, %d)", t, v->vocab_size);
         goto out;
     }
-    if (m->stop_step) goto out;
+    if (m->stop_step) {
+        /* Once terminated only stop tokens remain allowed (the mask says so too);
+         * accepting one more changes nothing. */
+        *accepted = is_stop(m, t);
+        goto out;
+    }
     if (is_stop(m, t)) {
         if (xg2__parser_can_end(&m->parser)) {
             if ((rc = record_step(m))) goto out;
