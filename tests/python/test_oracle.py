@@ -115,9 +115,8 @@ def run_string(vocab, case, s: str, rng):
     check_step(m, vocab, case, rng, text, vocab.stop_id, where)
     assert m.accept_token(vocab.stop_id), f"{where}: stop token rejected"
     assert m.is_terminated()
-    # After termination nothing more is accepted.
-    assert not m.accept_token(vocab.stop_id)
-    assert not m.accept_token(ids[0])
+    assert m.num_accepted_steps == len(ids) + 1
+    return m
 
 
 @pytest.mark.parametrize("grammar", GRAMMAR_NAMES)
@@ -126,6 +125,24 @@ def test_mask_matches_matcher(vocab, grammar):
     rng = np.random.default_rng([1234, GRAMMAR_NAMES.index(grammar), len(vocab.name)])
     for s in case.valid:
         run_string(vocab, case, s, rng)
+
+
+def test_nothing_accepted_after_termination(vocab):
+    """After the stop token the mask allows only stop tokens, and no token is accepted
+    any more, the stop token included (XGrammar; xg2.h: "After termination every token
+    is rejected"); nothing changes."""
+    case = CASES["json"]
+    rng = np.random.default_rng(5)
+    m = run_string(vocab, case, case.valid[2], rng)
+    V = vocab.vocab_size
+    bits = bits_of_row(fill(m, V), V)
+    assert list(np.flatnonzero(bits)) == vocab.info.stop_token_ids
+    steps = m.num_accepted_steps
+    some = [vocab.stop_id] + vocab.encode("{}") + rng.choice(vocab.n_real, size=50).tolist()
+    accepted = [t for t in some if m.accept_token(int(t))]
+    assert not accepted, f"accepted after termination: {accepted[:5]}"
+    assert not m.accept_string("{}")
+    assert m.num_accepted_steps == steps and m.is_terminated()
 
 
 def test_decoded_vocab_matches_tokenizer(vocab):
