@@ -135,7 +135,11 @@ int xg2_matcher_fork(const xg2_matcher *matcher, xg2_matcher **out);
 
 /* Advance by one token.  *accepted is 1 if the token was consumed, 0 if the
  * grammar rejects it (state unchanged).  A token id outside [0, vocab_size) is
- * XG2_ERR_ARG.  After termination every token is rejected. */
+ * XG2_ERR_ARG.  After a stop token was accepted, further stop tokens are
+ * accepted as no-ops (the mask allows only them) and everything else is
+ * rejected.  With terminate_without_stop the matcher is terminated whenever the
+ * grammar is complete, but tokens that extend the grammar are still accepted
+ * (as in XGrammar). */
 int xg2_matcher_accept_token(xg2_matcher *matcher, int32_t token, int *accepted);
 
 /* Advance by raw bytes, as one rollback step.  All or nothing. */
@@ -143,8 +147,9 @@ int xg2_matcher_accept_bytes(xg2_matcher *matcher, const char *data, size_t len,
 
 /* Write the next-token mask into row[0 .. n_words), n_words == ceil(vocab_size/32):
  * bit (t & 31) of word (t >> 5) is 1 iff token t may come next.  Stop tokens are
- * allowed exactly when the grammar can end.  *need_apply is 0 iff every token in
- * the vocabulary is allowed.  The matcher state is unchanged. */
+ * allowed exactly when the grammar can end (after a stop token: only stop
+ * tokens).  *need_apply is 0 iff every token in the vocabulary is allowed.  The
+ * matcher state is unchanged. */
 int xg2_matcher_fill_mask(xg2_matcher *matcher, int32_t *row, int64_t n_words, int *need_apply);
 
 /* The longest byte string every continuation must start with, cut to whole
@@ -158,7 +163,7 @@ int xg2_matcher_rollback(xg2_matcher *matcher, int32_t n);
 /* Back to the start of the grammar. */
 int xg2_matcher_reset(xg2_matcher *matcher);
 
-/* 1 after a stop token was accepted (or, with terminate_without_stop, once the
+/* 1 after a stop token was accepted (or, with terminate_without_stop, while the
  * grammar is complete); 0 otherwise. */
 int xg2_matcher_is_terminated(const xg2_matcher *matcher);
 

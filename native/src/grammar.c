@@ -340,6 +340,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict) {
     uint8_t *want = xg2__calloc(n, 1);
     xg2_dfa *dfa = xg2__calloc(n, sizeof(xg2_dfa));
     xg2_u32vec queue = {0};
+    uint32_t *loop_base = NULL, *ncls = NULL;
     g->rules = xg2__calloc(n, sizeof(xg2_rule));
     if (!inl || !want || !dfa || !g->rules) { rc = XG2_NOMEM(); goto out; }
     g->n_rules = n;
@@ -394,14 +395,14 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict) {
     }
 
     /* Counted loops get global ids. */
-    uint32_t *loop_base = xg2__calloc(n, sizeof(uint32_t));
+    loop_base = xg2__calloc(n, sizeof(uint32_t));
     if (!loop_base) { rc = XG2_NOMEM(); goto out; }
     for (uint32_t r = 0; r < n; r++) {
         loop_base[r] = g->n_loops;
         if (want[r] && g->rules[r].kind == RK_FSM) g->n_loops += dfa[r].n_loops;
     }
     g->loops = xg2__calloc(g->n_loops ? g->n_loops : 1, sizeof(xg2_loop));
-    if (!g->loops) { xg2__free(loop_base); rc = XG2_NOMEM(); goto out; }
+    if (!g->loops) { rc = XG2_NOMEM(); goto out; }
     for (uint32_t r = 0; r < n; r++) {
         if (!want[r] || g->rules[r].kind != RK_FSM) continue;
         for (uint32_t k = 0; k < dfa[r].n_loops; k++) {
@@ -429,8 +430,8 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict) {
     g->refs_tab = xg2__malloc(sizeof(xg2_ref) * (n_ref ? n_ref : 1));
     if (!g->states || !g->classmaps || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
     /* First pass: classes and table size. */
-    uint32_t *ncls = xg2__calloc(n, sizeof(uint32_t));
-    if (!ncls) { xg2__free(loop_base); rc = XG2_NOMEM(); goto out; }
+    ncls = xg2__calloc(n, sizeof(uint32_t));
+    if (!ncls) { rc = XG2_NOMEM(); goto out; }
     uint32_t map_i = 0;
     for (uint32_t r = 0; r < n; r++) {
         if (!want[r] || g->rules[r].kind != RK_FSM) continue;
@@ -456,10 +457,10 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict) {
         n_trans += (uint64_t)d->n * ncls[r];
     }
     g->n_classmaps = map_i;
-    if (n_trans > UINT32_MAX / 2) { xg2__free(ncls); xg2__free(loop_base); rc = xg2__fail(XG2_ERR_LIMIT, "transition table too large"); goto out; }
+    if (n_trans > UINT32_MAX / 2) { rc = xg2__fail(XG2_ERR_LIMIT, "transition table too large"); goto out; }
     g->n_trans = (uint32_t)n_trans;
     g->trans = xg2__malloc(sizeof(uint32_t) * (n_trans ? n_trans : 1));
-    if (!g->trans) { xg2__free(ncls); xg2__free(loop_base); rc = XG2_NOMEM(); goto out; }
+    if (!g->trans) { rc = XG2_NOMEM(); goto out; }
     memset(g->trans, 0xFF, sizeof(uint32_t) * n_trans);
     /* Second pass: transitions, rule edges, flags. */
     uint32_t ref_i = 0;
@@ -485,7 +486,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict) {
                     g->trans[st->row + c] = rt->start + d->br[j].to;
             st->ref_off = ref_i;
             uint32_t nr = d->roff[s + 1] - d->roff[s];
-            if (nr > UINT16_MAX) { xg2__free(ncls); xg2__free(loop_base); rc = xg2__fail(XG2_ERR_LIMIT, "a state of rule \"%s\" has more than 65535 rule edges", xg2__ir_name(ir, r)); goto out; }
+            if (nr > UINT16_MAX) { rc = xg2__fail(XG2_ERR_LIMIT, "a state of rule \"%s\" has more than 65535 rule edges", xg2__ir_name(ir, r)); goto out; }
             st->ref_n = (uint16_t)nr;
             for (uint32_t j = d->roff[s]; j < d->roff[s + 1]; j++) {
                 g->refs_tab[ref_i].rule = d->re[j].rule;
@@ -495,8 +496,6 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict) {
         }
     }
     g->n_refs = ref_i;
-    xg2__free(ncls);
-    xg2__free(loop_base);
 
     if ((rc = build_lookaheads(g, want))) goto out;
 
@@ -548,6 +547,8 @@ out:
     xg2__free(dfa);
     xg2__free(inl);
     xg2__free(want);
+    xg2__free(loop_base);
+    xg2__free(ncls);
     vec_free(&queue);
     return rc;
 }

@@ -158,8 +158,8 @@ static int cmp_range(const void *a, const void *b) {
 int xg2__class_ranges(const xg2_ir *ir, const xg2_expr *e, xg2_u32vec *out) {
     out->n = 0;
     if (vec_reserve(out, 2ull * e->n + 4)) return XG2_NOMEM();
-    memcpy(out->a, ir->pool.a + e->a, sizeof(uint32_t) * 2 * e->n);
-    qsort(out->a, e->n, 2 * sizeof(uint32_t), cmp_range);
+    if (e->n) memcpy(out->a, ir->pool.a + e->a, sizeof(uint32_t) * 2 * e->n);
+    if (e->n > 1) qsort(out->a, e->n, 2 * sizeof(uint32_t), cmp_range);
     uint32_t k = 0;
     for (uint32_t i = 0; i < e->n; i++) {
         uint32_t lo = out->a[2 * i], hi = out->a[2 * i + 1];
@@ -232,7 +232,7 @@ static uint32_t simplify(xg2_ir *ir, uint32_t id, const uint8_t *dead, int depth
     case XE_CLASS: {
         /* A class with no encodable code point (surrogates have no UTF-8) matches nothing. */
         xg2_u32vec r = {0};
-        if (xg2__class_ranges(ir, &e, &r)) { ir->err = XG2_ERR_NOMEM; return id; }
+        if (xg2__class_ranges(ir, &e, &r)) { vec_free(&r); ir->err = XG2_ERR_NOMEM; return id; }
         int empty = 1;
         for (uint32_t i = 0; i + 1 < r.n && empty; i += 2) empty = r.a[i] >= 0xD800 && r.a[i + 1] <= 0xDFFF;
         vec_free(&r);

@@ -235,12 +235,22 @@ int xg2_matcher_jump_forward(xg2_matcher *m, char *buf, size_t cap, size_t *len)
     size_t n = 0;
     if (!m->stop_step) {
         while (n < sizeof out && !xg2__parser_can_end(&m->parser)) {
+            /* Candidates from the items' edges, then each checked by the parser
+             * (lookahead assertions and loop counts can rule some out). */
             xg2_byteset next;
             xg2__parser_next_bytes(&m->parser, &next);
             int only = -1, count = 0;
-            for (int c = 0; c < 256 && count < 2; c++)
-                if (byteset_has(&next, (unsigned)c)) { only = c; count++; }
-            if (count != 1) break;
+            for (int c = 0; c < 256 && count < 2 && !rc; c++) {
+                if (!byteset_has(&next, (unsigned)c)) continue;
+                int r = xg2__parser_push(&m->parser, (uint8_t)c);
+                if (r < 0) { rc = -r; break; }
+                if (r) {
+                    xg2__parser_pop(&m->parser, 1);
+                    only = c;
+                    count++;
+                }
+            }
+            if (rc || count != 1) break;
             int r = xg2__parser_push(&m->parser, (uint8_t)only);
             if (r < 0) { rc = -r; break; }
             if (!r) break;
