@@ -128,6 +128,11 @@ class GrammarMatcher:
             ids = [int(override_stop_tokens)] if isinstance(override_stop_tokens, (int, np.integer)) else [
                 int(t) for t in override_stop_tokens
             ]
+            bad = [t for t in ids if not 0 <= t < compiled_grammar.tokenizer_info.vocab_size]
+            if bad:
+                raise InvalidArgumentError(
+                    f"stop token id {bad[0]} is out of range [0, {compiled_grammar.tokenizer_info.vocab_size})"
+                )
             stops, n_stop = ids, len(ids)
         out = ffi.new("xg2_matcher **")
         check(lib.xg2_matcher_new(compiled_grammar._handle, stops, n_stop, bool(terminate_without_stop_token), out))
@@ -176,16 +181,35 @@ class GrammarMatcher:
         return bool(need[0])
 
     def find_jump_forward_string(self) -> str:
-        """The longest string every valid continuation starts with (whole characters)."""
+        """The longest string every valid continuation starts with, in whole characters.
+
+        While the accepted input ends inside a UTF-8 character the forced text would
+        begin with the rest of that character, which no ``str`` can hold: then the
+        result is "" (see ``find_jump_forward_bytes``)."""
+        data = self.find_jump_forward_bytes()
+        if data[:1] and (data[0] & 0xC0) == 0x80:
+            return ""
+        return data.decode("utf-8", "replace")
+
+    def find_jump_forward_bytes(self) -> bytes:
+        """The forced continuation as bytes (it may complete a partial character)."""
         cap = 4096
         buf = ffi.new("char[]", cap)
         length = ffi.new("size_t *")
         check(lib.xg2_matcher_jump_forward(self._handle, buf, cap, length))
-        return ffi.unpack(buf, min(length[0], cap)).decode("utf-8", "replace")
+        return ffi.unpack(buf, min(length[0], cap))
 
     def rollback(self, num_tokens: int = 1) -> None:
-        """Undo the last ``num_tokens`` accepted steps (tokens, strings or the stop token)."""
-        check(lib.xg2_matcher_rollback(self._handle, int(num_tokens)))
+        """Undo the last ``num_tokens`` accepted steps (tokens, strings or the stop token).
+
+        Raises ``InvalidArgumentError`` (a ``ValueError``) for a negative count or more
+        steps than were accepted."""
+        n = int(num_tokens)
+        if not 0 <= n < 2**31:
+            raise InvalidArgumentError(
+                f"cannot roll back {n} steps: only {self.num_accepted_steps} were accepted"
+            )
+        check(lib.xg2_matcher_rollback(self._handle, n))
 
     def is_terminated(self) -> bool:
         return bool(lib.xg2_matcher_is_terminated(self._handle))

@@ -135,9 +135,8 @@ int xg2_matcher_fork(const xg2_matcher *matcher, xg2_matcher **out);
 
 /* Advance by one token.  *accepted is 1 if the token was consumed, 0 if the
  * grammar rejects it (state unchanged).  A token id outside [0, vocab_size) is
- * XG2_ERR_ARG.  After a stop token was accepted, further stop tokens are
- * accepted as no-ops (the mask allows only them) and everything else is
- * rejected.  With terminate_without_stop the matcher is terminated whenever the
+ * XG2_ERR_ARG.  After a stop token was accepted every token is rejected.
+ * With terminate_without_stop the matcher is terminated whenever the
  * grammar is complete, but tokens that extend the grammar are still accepted
  * (as in XGrammar). */
 int xg2_matcher_accept_token(xg2_matcher *matcher, int32_t token, int *accepted);
@@ -147,13 +146,16 @@ int xg2_matcher_accept_bytes(xg2_matcher *matcher, const char *data, size_t len,
 
 /* Write the next-token mask into row[0 .. n_words), n_words == ceil(vocab_size/32):
  * bit (t & 31) of word (t >> 5) is 1 iff token t may come next.  Stop tokens are
- * allowed exactly when the grammar can end (after a stop token: only stop
- * tokens).  *need_apply is 0 iff every token in the vocabulary is allowed.  The
- * matcher state is unchanged. */
+ * allowed exactly when the grammar can end.  After a stop token was accepted
+ * the row allows only the stop tokens (so a finished row in a padded batch
+ * stays valid), although accept_token refuses every token then.  *need_apply
+ * is 0 iff every token in the vocabulary is allowed.  The matcher state is
+ * unchanged. */
 int xg2_matcher_fill_mask(xg2_matcher *matcher, int32_t *row, int64_t n_words, int *need_apply);
 
-/* The longest byte string every continuation must start with, cut to whole
- * UTF-8 characters.  Writes at most cap bytes and sets *len to the full length
+/* The longest byte string every continuation must start with, without a
+ * partial UTF-8 character at its end (while the input ends inside a character,
+ * it starts with the rest of that character).  Writes at most cap bytes and sets *len to the full length
  * (bounded by an internal limit).  The matcher state is unchanged. */
 int xg2_matcher_jump_forward(xg2_matcher *matcher, char *buf, size_t cap, size_t *len);
 

@@ -410,6 +410,45 @@ static int prepare_loops(nfa_csr *c, uint32_t *conflict) {
     return rc;
 }
 
+/* Entering a loop (a DFA state whose closure holds a loop head) is ambiguous
+ * when the same input also bypasses the loop -- as in "x" (d{40,60})? "z",
+ * where after "x" the byte "z" skips the loop: the head's exit check
+ * (count >= min) would wrongly refuse it.  So if the seeds reach, without
+ * going through a head, both a head with min > 0 and a state that acts on
+ * input (byte or rule edges, or the rule's end), the loop must be a rule. */
+static int entry_conflict(nfa_csr *c, const uint32_t *seeds, uint32_t n, xg2_u32vec *stack, uint8_t *seen,
+                          uint32_t *conflict) {
+    if (!c->n_loops) return XG2_OK;
+    stack->n = 0;
+    uint32_t head = 0;
+    int acts = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (seen[seeds[i]]) continue;
+        seen[seeds[i]] = 1;
+        if (vec_push(stack, seeds[i])) return XG2_NOMEM();
+    }
+    for (uint32_t k = 0; k < stack->n; k++) {
+        uint32_t s = stack->a[k];
+        uint32_t t = c->tag[s];
+        if (t & 1) {
+            if (c->loops[(t >> 1) - 1].min > 0) head = t >> 1;
+            continue; /* do not look past a head */
+        }
+        if (!t && !inert(c, s)) acts = 1;
+        for (uint32_t j = c->off[s]; j < c->off[s + 1]; j++) {
+            if (c->e[j].kind != NE_EPS || seen[c->e[j].to]) continue;
+            seen[c->e[j].to] = 1;
+            if (vec_push(stack, c->e[j].to)) return XG2_NOMEM();
+        }
+    }
+    for (uint32_t k = 0; k < stack->n; k++) seen[stack->a[k]] = 0;
+    if (head && acts) {
+        *conflict = c->loops[head - 1].expr;
+        return XG2__LOOP_CONFLICT;
+    }
+    return XG2_OK;
+}
+
 /* The loop tag of a DFA state from its members, or XG2__LOOP_CONFLICT: a
  * loop's states may share a DFA state only with the head's own closure (its
  * exit) and with inert states. */
@@ -446,6 +485,8 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
     VEC(uint8_t) final = {0};
     VEC(uint32_t) bsrc = {0}; /* loop tag of each gathered byte edge's source */
     xg2_loop_info *loops = NULL;
+    xg2_u32vec estack = {0};
+    uint8_t *eseen = NULL;
     int rc = XG2_OK;
     uint32_t id, conflict = 0;
 
@@ -459,7 +500,9 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
         }
     }
     if ((rc = prepare_loops(c, &conflict))) goto out;
+    if (c->n_loops && !(eseen = xg2__calloc(c->n, 1))) goto oom;
     if (vec_push(&ds.off, 0) || vec_push(&set, 0)) goto oom;
+    if ((rc = entry_conflict(c, set.a, set.n, &estack, eseen, &conflict))) goto out;
     if ((rc = closure(c, &set))) goto out;
     if ((rc = dstate_id(&ds, &set, &id))) goto out;
     for (uint32_t d = 0; d < ds.off.n - 1; d++) {
@@ -510,6 +553,7 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
                 if (from_loop)
                     for (uint32_t b = lo; b <= hi; b++) byteset_add(&loops[k1].first, b);
             }
+            if ((rc = entry_conflict(c, set.a, set.n, &estack, eseen, &conflict))) goto out;
             if ((rc = closure(c, &set)) || (rc = dstate_id(&ds, &set, &id))) goto out;
             if (id == UINT32_MAX) goto limit;
             if (br.n > boff.a[d] && br.a[br.n - 1].to == id && br.a[br.n - 1].hi + 1 == lo) {
@@ -526,6 +570,7 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
             set.n = 0;
             for (; k < redges.n && redges.a[k].rule == rule; k++)
                 if (vec_push(&set, redges.a[k].to)) goto oom;
+            if ((rc = entry_conflict(c, set.a, set.n, &estack, eseen, &conflict))) goto out;
             if ((rc = closure(c, &set)) || (rc = dstate_id(&ds, &set, &id))) goto out;
             if (id == UINT32_MAX) goto limit;
             xg2_redge r = {rule, id};
@@ -564,6 +609,8 @@ out:
     vec_free(&redges);
     vec_free(&re);
     vec_free(&final);
+    vec_free(&estack);
+    xg2__free(eseen);
     xg2__free(loops);
     return rc;
 }

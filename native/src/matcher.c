@@ -141,12 +141,7 @@ int xg2_matcher_accept_token(xg2_matcher *m, int32_t t, int *accepted) {
         rc = xg2__fail(XG2_ERR_ARG, "token id %d is out of range [0, %d)", t, v->vocab_size);
         goto out;
     }
-    if (m->stop_step) {
-        /* Once terminated only stop tokens remain allowed (the mask says so too);
-         * accepting one more changes nothing. */
-        *accepted = is_stop(m, t);
-        goto out;
-    }
+    if (m->stop_step) goto out; /* terminated: every token is rejected (as XGrammar) */
     if (is_stop(m, t)) {
         if (xg2__parser_can_end(&m->parser)) {
             if ((rc = record_step(m))) goto out;
@@ -258,7 +253,8 @@ int xg2_matcher_jump_forward(xg2_matcher *m, char *buf, size_t cap, size_t *len)
         }
         xg2__parser_pop(&m->parser, (uint32_t)n);
     }
-    /* Cut a trailing partial UTF-8 character. */
+    /* No partial UTF-8 character at the end.  (Inside a character the bytes
+     * start with its continuation; the str API of the Python layer drops that.) */
     size_t k = n;
     while (k > 0 && (out[k - 1] & 0xC0) == 0x80) k--;
     if (k > 0 && out[k - 1] >= 0xC0) {

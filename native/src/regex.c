@@ -97,7 +97,11 @@ static int32_t escape(rx *p, int in_class, int *cls) {
     case 'f': return '\f';
     case 'v': return '\v';
     case 'a': return 7;
-    case '0': return 0;
+    case '0': { /* octal: \0, \0o, \0oo */
+        int32_t v = 0;
+        for (int k = 0; k < 2 && peek(p, 0) >= '0' && peek(p, 0) <= '7'; k++) v = v * 8 + (peek(p, 0) - '0'), p->i++;
+        return v;
+    }
     case 'd': case 'D': case 'w': case 'W': case 's': case 'S': *cls = c; return 0;
     case 'b':
         if (in_class) return 8;
@@ -136,6 +140,13 @@ static int32_t escape(rx *p, int in_class, int *cls) {
         rerr(p, "Unicode property classes (\\%c{...}) are not supported", c);
         return -1;
     default:
+        /* \ooo with three octal digits is a character; other \digit are backreferences. */
+        if (c >= '1' && c <= '7' && peek(p, 0) >= '0' && peek(p, 0) <= '7' && peek(p, 1) >= '0' && peek(p, 1) <= '7') {
+            int32_t v = (c - '0') * 64 + (peek(p, 0) - '0') * 8 + (peek(p, 1) - '0');
+            if (v > 0377) { rerr(p, "octal escape above \\377"); return -1; }
+            p->i += 2;
+            return v;
+        }
         if (c >= '1' && c <= '9') { rerr(p, "backreferences cannot be expressed by a grammar"); return -1; }
         if (c == 'k') { rerr(p, "named backreferences cannot be expressed by a grammar"); return -1; }
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) { rerr(p, "unknown escape \\%c", c); return -1; }
@@ -160,6 +171,7 @@ static uint32_t parse_class(rx *p) {
         else lo = next_cp(p);
         if (lo < 0) break;
         if (cls) {
+            if (peek(p, 0) == '-' && peek(p, 1) != ']' && peek(p, 1) >= 0) { rerr(p, "bad character range: a class escape cannot start a range"); break; }
             if (class_escape(&r, cls)) { p->rc = XG2_NOMEM(); break; }
             continue;
         }
@@ -277,8 +289,8 @@ static uint32_t parse_quantified(rx *p) {
             p->i++;
             if (!read_int(p, &lo)) {
                 if (p->rc) return 0;
-                p->i = save; /* a literal '{' as in Python */
-                break;
+                if (peek(p, 0) != ',') { p->i = save; break; } /* a literal '{' as in Python */
+                lo = 0; /* {,m} is {0,m} */
             }
             hi = lo;
             if (peek(p, 0) == ',') {
@@ -298,7 +310,7 @@ static uint32_t parse_quantified(rx *p) {
         else if (peek(p, 0) == '+') { rerr(p, "possessive quantifiers are not supported"); return 0; }
         e = xg2__ir_repeat(p->ir, e, (int32_t)lo, (int32_t)hi);
         int d = peek(p, 0);
-        if (d == '*' || d == '+' || d == '?' || (d == '{' && peek(p, 1) >= '0' && peek(p, 1) <= '9')) {
+        if (d == '*' || d == '+' || d == '?' || (d == '{' && ((peek(p, 1) >= '0' && peek(p, 1) <= '9') || peek(p, 1) == ','))) {
             rerr(p, "multiple repeat");
             return 0;
         }
