@@ -55,8 +55,11 @@ class GrammarCompiler:
     cache_enabled
         Whether compiled grammars are cached (keyed by their source and options).
     cache_limit_bytes
-        Upper bound of the cache in bytes; least recently used entries are evicted.
-        ``-1`` selects the default bound (512 MiB): the cache is never unbounded.
+        Upper bound in bytes of each of the two caches: compiled grammars (kept per
+        compiler) and token masks (computed on first use, shared by every grammar
+        compiled for this tokenizer, sub-structures shared across grammars).  Least
+        recently used entries are evicted.  ``-1`` selects the default bound
+        (512 MiB): the caches are never unbounded.
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class GrammarCompiler:
         self._cache: "OrderedDict[Hashable, CompiledGrammar]" = OrderedDict()
         self._cache_bytes = 0
         self._lock = threading.Lock()
+        check(lib.xg2_vocab_set_cache_limit(tokenizer_info._handle, self._limit))
 
     @property
     def tokenizer_info(self) -> TokenizerInfo:
@@ -184,13 +188,23 @@ class GrammarCompiler:
     # ---- cache ----
 
     def clear_cache(self) -> None:
+        """Drop the compiled grammars and the tokenizer's token-mask cache."""
         with self._lock:
             self._cache.clear()
             self._cache_bytes = 0
+        lib.xg2_vocab_clear_cache(self._tokenizer_info._handle)
 
     def get_cache_size_bytes(self) -> int:
+        """Bytes held by the compiled-grammar cache and the token-mask cache."""
         with self._lock:
-            return self._cache_bytes
+            compiled = self._cache_bytes
+        return compiled + int(lib.xg2_vocab_cache_bytes(self._tokenizer_info._handle))
+
+    def get_mask_cache_stats(self) -> dict:
+        """Entries, hits, misses and evictions of the shared token-mask cache."""
+        out = [ffi.new("uint64_t *") for _ in range(4)]
+        check(lib.xg2_vocab_cache_stats(self._tokenizer_info._handle, *out))
+        return dict(zip(("entries", "hits", "misses", "evictions"), (int(x[0]) for x in out)))
 
     @property
     def cache_limit_bytes(self) -> int:

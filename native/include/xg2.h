@@ -96,6 +96,15 @@ int xg2_vocab_token(const xg2_vocab *vocab, int32_t id, const char **data, size_
 int32_t xg2_vocab_stop_ids(const xg2_vocab *vocab, int32_t *out, int32_t cap);
 int32_t xg2_vocab_special_ids(const xg2_vocab *vocab, int32_t *out, int32_t cap);
 
+/* The token-mask cache: entries computed on first use, shared by every grammar
+ * compiled for this vocabulary (states with equal structure share one entry),
+ * least recently used ones evicted beyond the limit (default 512 MiB). */
+int xg2_vocab_set_cache_limit(xg2_vocab *vocab, size_t bytes);
+size_t xg2_vocab_cache_bytes(const xg2_vocab *vocab);
+int xg2_vocab_cache_stats(const xg2_vocab *vocab, uint64_t *entries, uint64_t *hits, uint64_t *misses,
+                          uint64_t *evictions);
+void xg2_vocab_clear_cache(xg2_vocab *vocab);
+
 /* ---- grammar ---------------------------------------------------------- */
 
 /* Parse EBNF text (XGrammar's dialect, see README) whose start rule is root_rule.

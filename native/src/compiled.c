@@ -9,8 +9,6 @@ int xg2_compiled_new(const xg2_grammar *g, const xg2_vocab *v, xg2_compiled **ou
     xg2_compiled *c = xg2__calloc(1, sizeof *c);
     if (!c) return XG2_NOMEM();
     c->refs = 1;
-    int rc = xg2__mask_cache_init(&c->cache);
-    if (rc) { xg2__free(c); return rc; }
     xg2__grammar_retain(g);
     xg2__vocab_retain(v);
     c->g = g;
@@ -23,16 +21,11 @@ void xg2__compiled_retain(const xg2_compiled *c) { XG2_REF_INC((xg2_compiled *)c
 
 void xg2_compiled_free(xg2_compiled *c) {
     if (!c || XG2_REF_DEC(c) != 0) return;
-    xg2__mask_cache_free(&c->cache);
     xg2_grammar_free((xg2_grammar *)c->g);
     xg2_vocab_free((xg2_vocab *)c->v);
     xg2__free(c);
 }
 
 size_t xg2_compiled_memory_bytes(const xg2_compiled *c) {
-    if (!c) return 0;
-    pthread_mutex_lock((pthread_mutex_t *)&c->cache.lock);
-    size_t cache = c->cache.bytes + sizeof(xg2_mask_slot) * c->cache.cap;
-    pthread_mutex_unlock((pthread_mutex_t *)&c->cache.lock);
-    return sizeof *c + c->g->memory_bytes + cache;
+    return c ? sizeof *c + c->g->memory_bytes : 0;
 }

@@ -11,7 +11,6 @@ struct xg2_compiled {
     int refs;
     const xg2_grammar *g; /* retained */
     const xg2_vocab *v;   /* retained */
-    xg2_mask_cache cache; /* adaptive token masks, filled just in time */
 };
 
 XG2_HIDDEN void xg2__compiled_retain(const xg2_compiled *c);

@@ -311,6 +311,10 @@ int xg2__parser_init_local(xg2_parser *p, const xg2_grammar *g, uint32_t state, 
 
 /* Restart a local parser on another item, keeping its buffers. */
 XG2_HIDDEN int xg2__parser_reinit_local(xg2_parser *p, uint32_t state, uint32_t count) {
+    if (p->guards.off.n != 2) { /* guards are per grammar: start afresh (also after a failure) */
+        guards_free(&p->guards);
+        if (guards_init(&p->guards)) return XG2_NOMEM();
+    }
     p->items.n = p->wait.n = p->input.n = 0;
     p->set_start.n = p->wait_start.n = 1;
     p->ns = 0;

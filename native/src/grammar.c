@@ -330,6 +330,129 @@ static int compute_follow(xg2_grammar *g) {
     return XG2_OK;
 }
 
+/* ---- structural keys (the cross-grammar cache) ---- */
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Hash of a rule's own automaton: states in canonical order, finals, loop
+ * tags and bounds, byte ranges with targets, rule edges without their targets'
+ * identity (those come in by refinement), lookahead automaton, repetition
+ * bounds.  Two seeds give 128 bits. */
+static void rule_h0(const xg2_grammar *g, uint32_t r, uint64_t seed, uint64_t *out) {
+    const xg2_rule *rt = &g->rules[r];
+    uint64_t h = xg2__mix64(seed, rt->kind);
+    if (rt->kind == RK_REPEAT) {
+        h = xg2__mix64(h, (uint64_t)(uint32_t)rt->min << 32 | (uint32_t)rt->max);
+        *out = h;
+        return;
+    }
+    h = xg2__mix64(h, rt->n_states);
+    for (uint32_t i = 0; i < rt->n_states; i++) {
+        uint32_t s = rt->start + i;
+        const xg2_state *st = &g->states[s];
+        h = xg2__mix64(h, (uint64_t)(st->flags & (SF_FINAL | SF_BYTES | SF_REFS)) << 32 | st->ref_n);
+        if (st->loop) {
+            const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
+            h = xg2__mix64(h, (uint64_t)(st->loop & 1) << 63 | (uint64_t)(uint32_t)l->min << 32 | (uint32_t)l->max);
+            for (int w = 0; w < 4; w++) h = xg2__mix64(h, l->first.w[w]);
+        }
+        if (st->flags & SF_BYTES) {
+            uint32_t prev = XG2_NONE, lo = 0;
+            for (int c = 0; c <= 256; c++) {
+                uint32_t t = c < 256 ? xg2__step(g, s, (uint8_t)c) : XG2_NONE - 1;
+                if (t == prev) continue;
+                if (prev != XG2_NONE) h = xg2__mix64(h, (uint64_t)lo << 40 | (uint64_t)(c - 1) << 32 | (prev - rt->start));
+                prev = t;
+                lo = (uint32_t)c;
+            }
+        }
+        const xg2_ref *e = g->refs_tab + st->ref_off;
+        for (uint32_t j = 0; j < st->ref_n; j++) h = xg2__mix64(h, e[j].to - rt->start);
+    }
+    if (rt->lookahead >= 0) {
+        uint32_t base = g->la_start[rt->lookahead];
+        uint32_t end = (uint32_t)rt->lookahead + 1 < g->n_la ? g->la_start[rt->lookahead + 1] : g->n_la_states;
+        for (uint32_t q = base; q < end; q++) {
+            h = xg2__mix64(h, g->la_final[q]);
+            for (int c = 0; c < 256; c++) h = xg2__mix64(h, (uint64_t)(uint32_t)(g->la_trans[(size_t)q * 256 + c] - (int32_t)base));
+        }
+    }
+    *out = h;
+}
+
+/* Rule keys refined until stable: h_{i+1}(r) = mix(h0(r), h_i of the rules r
+ * references, in edge order) -- equal keys after the last round mean equal
+ * languages of the whole reference structure, cycles included. */
+static int compute_skeys(xg2_grammar *g) {
+    uint32_t nr = g->n_rules;
+    uint64_t (*h0)[2] = xg2__malloc(sizeof *h0 * (nr ? nr : 1));
+    uint64_t (*h)[2] = xg2__malloc(sizeof *h * (nr ? nr : 1));
+    uint64_t (*hn)[2] = xg2__malloc(sizeof *hn * (nr ? nr : 1));
+    uint64_t *sorted = xg2__malloc(sizeof(uint64_t) * (nr ? nr : 1));
+    g->skey = xg2__malloc(sizeof *g->skey * (g->n_states ? g->n_states : 1));
+    int rc = XG2_OK;
+    if (!h0 || !h || !hn || !sorted || !g->skey) { rc = XG2_NOMEM(); goto out; }
+    for (uint32_t r = 0; r < nr; r++) {
+        if (g->rules[r].start == XG2_NONE) { h0[r][0] = h0[r][1] = 0; continue; }
+        rule_h0(g, r, 0x243f6a8885a308d3ull, &h0[r][0]);
+        rule_h0(g, r, 0x13198a2e03707344ull, &h0[r][1]);
+    }
+    memcpy(h, h0, sizeof *h * nr);
+    uint32_t classes = 0;
+    for (uint32_t round = 0; round <= nr; round++) {
+        for (uint32_t r = 0; r < nr; r++) {
+            const xg2_rule *rt = &g->rules[r];
+            hn[r][0] = h0[r][0];
+            hn[r][1] = h0[r][1];
+            if (rt->start == XG2_NONE) continue;
+            if (rt->kind == RK_REPEAT) {
+                hn[r][0] = xg2__mix64(hn[r][0], h[rt->child][0]);
+                hn[r][1] = xg2__mix64(hn[r][1], h[rt->child][1]);
+                continue;
+            }
+            for (uint32_t i = 0; i < rt->n_states; i++) {
+                const xg2_state *st = &g->states[rt->start + i];
+                const xg2_ref *e = g->refs_tab + st->ref_off;
+                for (uint32_t j = 0; j < st->ref_n; j++) {
+                    hn[r][0] = xg2__mix64(hn[r][0], h[e[j].rule][0]);
+                    hn[r][1] = xg2__mix64(hn[r][1], h[e[j].rule][1]);
+                }
+            }
+        }
+        memcpy(h, hn, sizeof *h * nr);
+        /* Stable once the number of distinct keys stops growing. */
+        for (uint32_t r = 0; r < nr; r++) sorted[r] = h[r][0];
+        if (nr > 1) qsort(sorted, nr, sizeof(uint64_t), cmp_u64);
+        uint32_t distinct = nr ? 1 : 0;
+        for (uint32_t i = 1; i < nr; i++) distinct += sorted[i] != sorted[i - 1];
+        if (distinct == classes && round > 0) break;
+        classes = distinct;
+        if (round >= 64) break; /* deep reference chains: 64 levels of context is plenty */
+    }
+    for (uint32_t r = 0; r < nr; r++) {
+        const xg2_rule *rt = &g->rules[r];
+        if (rt->start == XG2_NONE) continue;
+        for (uint32_t i = 0; i < rt->n_states; i++) {
+            uint64_t a = xg2__mix64(h[r][0], i), b = xg2__mix64(h[r][1], i);
+            for (int w = 0; w < 4; w++) {
+                a = xg2__mix64(a, g->follow[r].w[w]);
+                b = xg2__mix64(b, g->follow[r].w[w] ^ 0x5bd1e995u);
+            }
+            g->skey[rt->start + i][0] = a;
+            g->skey[rt->start + i][1] = b;
+        }
+    }
+out:
+    xg2__free(h0);
+    xg2__free(h);
+    xg2__free(hn);
+    xg2__free(sorted);
+    return rc;
+}
+
 /* ---- linking ---- */
 
 static int link_grammar(xg2_grammar *g, uint32_t *conflict) {
@@ -537,7 +660,8 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict) {
     xg2__free(seen);
     vec_free(&stack);
     if (!rc) rc = compute_follow(g);
-    g->memory_bytes = sizeof *g + sizeof(xg2_loop) * g->n_loops + sizeof(xg2_rule) * n + sizeof(xg2_state) * g->n_states +
+    if (!rc) rc = compute_skeys(g);
+    g->memory_bytes = sizeof *g + sizeof(xg2_loop) * g->n_loops + 16u * g->n_states + sizeof(xg2_rule) * n + sizeof(xg2_state) * g->n_states +
                       sizeof(uint32_t) * g->n_trans + 256u * g->n_classmaps + sizeof(xg2_ref) * g->n_refs +
                       sizeof(int32_t) * 256u * g->n_la_states + ir->exprs.n * sizeof(xg2_expr) +
                       ir->pool.n * 4u + ir->bytes.n + ir->names.n;
@@ -564,6 +688,7 @@ static void unlink_grammar(xg2_grammar *g) {
     xg2__free(g->la_final);
     xg2__free(g->la_start);
     xg2__free(g->follow);
+    xg2__free(g->skey);
     xg2__free(g->loops);
     xg2_ir ir = g->ir;
     int refs = g->refs;

@@ -70,6 +70,11 @@ struct xg2_grammar {
     /* follow[r]: bytes that can come right after rule r completes (its own
      * lookahead included); used to rule out tokens that cross a rule's end. */
     xg2_byteset *follow;
+    /* skey[s]: a structural key of state s -- equal for states of equal rule
+     * automata (rules referenced through them compared the same way, names and
+     * ids ignored) with equal FOLLOW sets, so their token masks can be shared
+     * across grammars (XGrammar-2 §3.3). */
+    uint64_t (*skey)[2];
     xg2_loop *loops; /* loops[id - 1] */
     uint32_t n_loops;
     size_t memory_bytes;

@@ -78,7 +78,7 @@ out:
     return rc;
 }
 
-int xg2__mask_fill(xg2_mask_cache *c, xg2_parser *p, const xg2_vocab *v, uint32_t *row) {
+int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row) {
     const xg2_grammar *g = p->g;
     uint32_t k = p->ns - 1;
     uint32_t begin = p->set_start.a[k], end = p->set_start.a[k + 1];
@@ -90,7 +90,7 @@ int xg2__mask_fill(xg2_mask_cache *c, xg2_parser *p, const xg2_vocab *v, uint32_
         }
     }
     /* Gather the kernel items' entries (few: usually one). */
-    const xg2_mask_entry *small[8], **ents = small;
+    xg2_mask_entry *small[8], **ents = small;
     uint32_t n_ent = 0, cap_ent = 8;
     int rc = XG2_OK;
     VEC(int32_t) merged = {0};
@@ -99,14 +99,14 @@ int xg2__mask_fill(xg2_mask_cache *c, xg2_parser *p, const xg2_vocab *v, uint32_
         if (it.origin >= k && !(k == 0 && i == begin)) continue; /* a prediction */
         if (!(g->states[it.state].flags & (SF_BYTES | SF_REFS | SF_REPEAT))) continue;
         if (n_ent == cap_ent) {
-            const xg2_mask_entry **bigger = xg2__malloc(sizeof(*bigger) * cap_ent * 2);
+            xg2_mask_entry **bigger = xg2__malloc(sizeof(*bigger) * cap_ent * 2);
             if (!bigger) { rc = XG2_NOMEM(); goto out; }
             memcpy(bigger, ents, sizeof(*bigger) * n_ent);
             if (ents != small) xg2__free((void *)ents);
             ents = bigger;
             cap_ent *= 2;
         }
-        if ((rc = xg2__mask_entry_get(c, g, v, &it, &ents[n_ent]))) goto out;
+        if ((rc = xg2__mask_entry_get(g, v, &it, &ents[n_ent]))) goto out;
         n_ent++;
     }
     /* Accepted tokens: copy the first bitset, OR the others, then set listed ids. */
@@ -154,6 +154,7 @@ int xg2__mask_fill(xg2_mask_cache *c, xg2_parser *p, const xg2_vocab *v, uint32_
         rc = resolve(p, v, merged.a, m, row);
     }
 out:
+    for (uint32_t j = 0; j < n_ent; j++) xg2__pool_release(ents[j]);
     if (ents != small) xg2__free((void *)ents);
     vec_free(&merged);
     return rc;

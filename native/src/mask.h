@@ -13,7 +13,7 @@
  * then the uncertain tokens checked against the live parser.  xg2__mask_walk
  * walks the whole trie against the live parser (the reference; also used when
  * lookahead assertions are pending, which the cache does not model). */
-XG2_HIDDEN int xg2__mask_fill(xg2_mask_cache *c, xg2_parser *p, const xg2_vocab *v, uint32_t *row);
+XG2_HIDDEN int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row);
 XG2_HIDDEN int xg2__mask_walk(xg2_parser *p, const xg2_vocab *v, uint32_t *row);
 
 #endif

@@ -22,8 +22,9 @@ XG2_HIDDEN int xg2__parser_reinit_local(xg2_parser *p, uint32_t state, uint32_t 
 
 /* ---- keys ---- */
 
-uint64_t xg2__mask_key(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it) {
+void xg2__mask_key(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, uint64_t *k1, uint64_t *k2) {
     const xg2_state *st = &g->states[it->state];
+    uint32_t bucket = 0;
     int32_t min, max;
     if (st->flags & SF_REPEAT) {
         min = g->rules[st->rule].min;
@@ -32,14 +33,18 @@ uint64_t xg2__mask_key(const xg2_grammar *g, const xg2_vocab *v, const xg2_item 
         min = g->loops[(st->loop >> 1) - 1].min;
         max = g->loops[(st->loop >> 1) - 1].max;
     } else {
-        return (uint64_t)it->state << 32;
+        min = max = 0;
     }
-    uint32_t far = xg2__count_far(v);
-    uint32_t lo = it->count < (uint32_t)min ? (uint32_t)min - it->count : 0;
-    uint32_t hi = max < 0 ? far : (uint32_t)max - it->count;
-    if (lo > far) lo = far;
-    if (hi > far) hi = far;
-    return (uint64_t)it->state << 32 | lo << 16 | hi;
+    if (st->flags & SF_REPEAT || st->loop) {
+        uint32_t far = xg2__count_far(v);
+        uint32_t lo = it->count < (uint32_t)min ? (uint32_t)min - it->count : 0;
+        uint32_t hi = max < 0 ? far : (uint32_t)max - it->count;
+        if (lo > far) lo = far;
+        if (hi > far) hi = far;
+        bucket = lo << 16 | hi;
+    }
+    *k1 = xg2__mix64(g->skey[it->state][0], bucket);
+    *k2 = xg2__mix64(g->skey[it->state][1], bucket ^ 0x85ebca6bu);
 }
 
 /* ---- slices ---- */
@@ -86,6 +91,48 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, const xg2_s
             seen[n_seen++] = key;
             stack_a[sp] = (uint32_t)row[c];
             stack_q[sp++] = t;
+        }
+    }
+    return 1;
+}
+
+/* Does every whole character of the slice's class lead from q back to q (with
+ * no end of the rule on the way)?  Then a token's fate is that of what follows
+ * its longest prefix of whole class characters (the slice's suffix trie). */
+static int slice_loops(const xg2_grammar *g, const xg2_vocab *v, const xg2_slice *s, uint32_t q, uint32_t count) {
+    if (g->states[q].flags & (SF_FINAL | SF_REFS | SF_REPEAT)) return 0;
+    uint32_t loop = g->states[q].loop >> 1;
+    if (loop) {
+        const xg2_loop *l = &g->loops[loop - 1];
+        if (l->max >= 0 && (uint32_t)l->max - count < xg2__count_far(v)) return 0;
+    }
+    /* Pairs (slice state inside a character, grammar state); at character
+     * boundaries the grammar must be back at q. */
+    uint32_t sa[256], sq[256], n = 0, sp = 0;
+    sa[sp] = 0;
+    sq[sp++] = q;
+    while (sp) {
+        sp--;
+        uint32_t a = sa[sp], r = sq[sp];
+        const int32_t *row = s->dfa + 256 * a;
+        for (int c = 0; c < 256; c++) {
+            if (row[c] < 0) continue;
+            uint32_t t = xg2__step(g, r, (uint8_t)c);
+            if (t == XG2_NONE) return 0;
+            if (g->n_loops && xg2__loop_step(g, r, t, (uint8_t)c, count) == UINT32_MAX) return 0;
+            if (s->dfa_final[row[c]]) {
+                if (t != q) return 0;
+                continue;
+            }
+            if (g->states[t].flags & (SF_FINAL | SF_REFS | SF_REPEAT)) return 0;
+            uint32_t k = 0;
+            while (k < n && !(sa[k] == (uint32_t)row[c] && sq[k] == t)) k++;
+            if (k < n) continue;
+            if (n == 256 || sp == 256) return 0;
+            sa[n] = (uint32_t)row[c];
+            sq[n++] = t;
+            sa[sp] = (uint32_t)row[c];
+            sq[sp++] = t;
         }
     }
     return 1;
@@ -176,21 +223,84 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
     return XG2_OK;
 }
 
+/* Per-thread scratch for compute(): the walk runs often and its buffers are
+ * large (a vocabulary-wide bitset), so they are kept and reused. */
+typedef struct {
+    uint32_t *acc;
+    size_t words;
+    uint32_t *qs, *cs;
+    uint8_t *cand, *comp;
+    uint32_t depth;
+    xg2_parser p;
+    int have_p;
+    i32vec unc;
+} workspace;
+
+static pthread_key_t ws_key;
+static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
+
+static void ws_free(void *x) {
+    workspace *w = x;
+    if (!w) return;
+    xg2__free(w->acc);
+    xg2__free(w->qs);
+    xg2__free(w->cs);
+    xg2__free(w->cand);
+    xg2__free(w->comp);
+    if (w->have_p) xg2__parser_free(&w->p);
+    vec_free(&w->unc);
+    xg2__free(w);
+}
+
+static void ws_make_key(void) { (void)pthread_key_create(&ws_key, ws_free); }
+
+static workspace *ws_get(size_t words, uint32_t depth) {
+    pthread_once(&ws_once, ws_make_key);
+    workspace *w = pthread_getspecific(ws_key);
+    if (!w) {
+        if (!(w = xg2__calloc(1, sizeof *w))) return NULL;
+        if (pthread_setspecific(ws_key, w)) { xg2__free(w); return NULL; }
+    }
+    if (w->words < words) {
+        uint32_t *a = xg2__realloc(w->acc, sizeof(uint32_t) * words);
+        if (!a) return NULL;
+        w->acc = a;
+        w->words = words;
+    }
+    if (w->depth < depth) {
+        uint32_t *qs = xg2__realloc(w->qs, sizeof(uint32_t) * depth);
+        if (qs) w->qs = qs;
+        uint32_t *cs = xg2__realloc(w->cs, sizeof(uint32_t) * depth);
+        if (cs) w->cs = cs;
+        uint8_t *cand = xg2__realloc(w->cand, depth);
+        if (cand) w->cand = cand;
+        uint8_t *comp = xg2__realloc(w->comp, depth);
+        if (comp) w->comp = comp;
+        if (!qs || !cs || !cand || !comp) return NULL;
+        w->depth = depth;
+    }
+    return w;
+}
+
 static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_mask_entry **out) {
-    int rc = XG2_OK;
     size_t words = v->words;
     uint32_t depth = v->max_token_len + 2;
-    xg2_parser p;
-    i32vec unc = {0};
-    uint32_t *acc = xg2__calloc(words, sizeof(uint32_t));
-    walker w = {g, &p, UINT32_MAX, NULL, NULL, NULL, NULL, &g->follow[g->states[it->state].rule]};
-    w.qs = xg2__malloc(sizeof(uint32_t) * depth);
-    w.cs = xg2__malloc(sizeof(uint32_t) * depth);
-    w.cand = xg2__calloc(depth, 1);
-    w.comp = xg2__calloc(depth, 1);
-    memset(&p, 0, sizeof p);
-    if (!acc || !w.qs || !w.cs || !w.cand || !w.comp) { rc = XG2_NOMEM(); goto out; }
-    if ((rc = xg2__parser_init_local(&p, g, it->state, it->count))) goto out;
+    workspace *ws = ws_get(words, depth);
+    if (!ws) return XG2_NOMEM();
+    int rc = XG2_OK;
+    uint32_t *acc = ws->acc;
+    memset(acc, 0, sizeof(uint32_t) * words);
+    memset(ws->cand, 0, depth);
+    memset(ws->comp, 0, depth);
+    ws->unc.n = 0;
+    walker w = {g, &ws->p, UINT32_MAX, ws->qs, ws->cs, ws->cand, ws->comp, &g->follow[g->states[it->state].rule]};
+    if (!ws->have_p) {
+        if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) return rc;
+        ws->have_p = 1;
+    } else {
+        ws->p.g = g;
+        if ((rc = xg2__parser_reinit_local(&ws->p, it->state, it->count))) goto drop_parser;
+    }
 
     const xg2_trie *t = &v->trie;
     if (is_pure(g, it->state)) {
@@ -198,7 +308,13 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
         w.cs[0] = it->count;
         for (int k = 0; k < XG2_N_SLICES; k++) {
             const xg2_slice *s = &v->slices[k];
-            if (s->rest.nodes && slice_contained(g, v, s, it->state, it->count)) {
+            if (!s->rest.nodes) continue;
+            if (slice_loops(g, v, s, it->state, it->count)) {
+                for (size_t i = 0; i < words; i++) acc[i] |= s->whole[i];
+                t = &s->suffixes;
+                break;
+            }
+            if (slice_contained(g, v, s, it->state, it->count)) {
                 for (size_t i = 0; i < words; i++) acc[i] |= s->all[i];
                 t = &s->rest;
                 break;
@@ -207,113 +323,56 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     } else {
         w.earley_from = 0;
     }
-    if ((rc = walk(&w, t, acc, &unc))) goto out;
+    if ((rc = walk(&w, t, acc, &ws->unc))) goto drop_parser;
 
     xg2_mask_entry *e = xg2__calloc(1, sizeof *e);
-    if (!e) { rc = XG2_NOMEM(); goto out; }
-    uint32_t n_acc = 0;
-    for (size_t i = 0; i < words; i++) n_acc += (uint32_t)__builtin_popcount(acc[i]);
-    if (n_acc < words / 16) { /* few tokens: setting bits from a list beats OR-ing a bitset */
+    if (!e) return XG2_NOMEM();
+    /* A list when few tokens are accepted (setting bits beats OR-ing a bitset). */
+    uint32_t n_acc = 0, limit = (uint32_t)(words / 16);
+    for (size_t i = 0; i < words && n_acc < limit; i++)
+        for (uint32_t b = acc[i]; b && n_acc < limit; b &= b - 1) n_acc++;
+    if (n_acc < limit) {
         e->acc = xg2__malloc(sizeof(int32_t) * (n_acc ? n_acc : 1));
-        if (!e->acc) { xg2__free(e); rc = XG2_NOMEM(); goto out; }
+        if (!e->acc) { xg2__free(e); return XG2_NOMEM(); }
         for (size_t i = 0; i < words; i++)
             for (uint32_t b = acc[i]; b; b &= b - 1) e->acc[e->n_acc++] = (int32_t)(i * 32 + (uint32_t)__builtin_ctz(b));
         e->bytes = sizeof(int32_t) * n_acc;
     } else {
-        e->bits = acc;
-        acc = NULL;
+        e->bits = xg2__malloc(sizeof(uint32_t) * words);
+        if (!e->bits) { xg2__free(e); return XG2_NOMEM(); }
+        memcpy(e->bits, acc, sizeof(uint32_t) * words);
         e->bytes = sizeof(uint32_t) * words;
     }
-    e->unc = unc.a;
-    e->n_unc = unc.n;
-    unc.a = NULL;
+    if (ws->unc.n) {
+        e->unc = xg2__malloc(sizeof(int32_t) * ws->unc.n);
+        if (!e->unc) { xg2__mask_entry_free(e); return XG2_NOMEM(); }
+        memcpy(e->unc, ws->unc.a, sizeof(int32_t) * ws->unc.n);
+        e->n_unc = ws->unc.n;
+    }
     e->bytes += sizeof *e + sizeof(int32_t) * e->n_unc;
     *out = e;
-out:
-    xg2__parser_free(&p);
-    xg2__free(acc);
-    xg2__free(w.qs);
-    xg2__free(w.cs);
-    xg2__free(w.cand);
-    xg2__free(w.comp);
-    vec_free(&unc);
+    return XG2_OK;
+drop_parser: /* after a failure the scratch parser may be half-built: rebuild next time */
+    xg2__parser_free(&ws->p);
+    ws->have_p = 0;
     return rc;
 }
 
-/* ---- the cache ---- */
+/* ---- the pool ---- */
 
-static void entry_free(xg2_mask_entry *e) {
-    if (!e) return;
-    xg2__free(e->bits);
-    xg2__free(e->acc);
-    xg2__free(e->unc);
-    xg2__free(e);
-}
-
-int xg2__mask_cache_init(xg2_mask_cache *c) {
-    memset(c, 0, sizeof *c);
-    return pthread_mutex_init(&c->lock, NULL) ? xg2__fail(XG2_ERR_INTERNAL, "mutex init failed") : XG2_OK;
-}
-
-void xg2__mask_cache_free(xg2_mask_cache *c) {
-    for (uint32_t i = 0; i < c->cap; i++) entry_free(c->slots[i].entry);
-    xg2__free(c->slots);
-    pthread_mutex_destroy(&c->lock);
-    memset(c, 0, sizeof *c);
-}
-
-static uint32_t slot_of(const xg2_mask_cache *c, uint64_t key) {
-    uint32_t h = (uint32_t)(xg2__mix64(0x6a09e667u, key) >> 32) & (c->cap - 1);
-    while (c->slots[h].entry && c->slots[h].key != key) h = (h + 1) & (c->cap - 1);
-    return h;
-}
-
-static int grow(xg2_mask_cache *c) {
-    uint32_t ncap = c->cap ? c->cap * 2 : 256;
-    xg2_mask_slot *old = c->slots;
-    uint32_t ocap = c->cap;
-    c->slots = xg2__calloc(ncap, sizeof(xg2_mask_slot));
-    if (!c->slots) { c->slots = old; return XG2_NOMEM(); }
-    c->cap = ncap;
-    for (uint32_t i = 0; i < ocap; i++)
-        if (old[i].entry) c->slots[slot_of(c, old[i].key)] = old[i];
-    xg2__free(old);
-    return XG2_OK;
-}
-
-int xg2__mask_entry_get(xg2_mask_cache *c, const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
-                        const xg2_mask_entry **out) {
-    uint64_t key = xg2__mask_key(g, v, it);
-    pthread_mutex_lock(&c->lock);
-    if (c->cap) {
-        const xg2_mask_slot *s = &c->slots[slot_of(c, key)];
-        if (s->entry) {
-            *out = s->entry;
-            pthread_mutex_unlock(&c->lock);
-            return XG2_OK;
-        }
+int xg2__mask_entry_get(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_mask_entry **out) {
+    uint64_t k1, k2;
+    xg2__mask_key(g, v, it, &k1, &k2);
+    xg2_pool *pool = (xg2_pool *)&v->pool; /* the pool locks itself */
+    xg2_mask_entry *e = xg2__pool_find(pool, k1, k2);
+    if (!e) {
+        /* Compute outside the lock; if another thread got there first, its entry wins. */
+        int rc = compute(g, v, it, &e);
+        if (rc) return rc;
+        e->k1 = k1;
+        e->k2 = k2;
+        if (!(e = xg2__pool_insert(pool, e))) return XG2_NOMEM();
     }
-    pthread_mutex_unlock(&c->lock);
-    /* Compute outside the lock; if another thread got there first, keep theirs. */
-    xg2_mask_entry *e = NULL;
-    int rc = compute(g, v, it, &e);
-    if (rc) return rc;
-    pthread_mutex_lock(&c->lock);
-    if ((uint64_t)(c->n + 1) * 2 > c->cap && (rc = grow(c))) {
-        pthread_mutex_unlock(&c->lock);
-        entry_free(e);
-        return rc;
-    }
-    xg2_mask_slot *s = &c->slots[slot_of(c, key)];
-    if (s->entry) {
-        entry_free(e);
-    } else {
-        s->key = key;
-        s->entry = e;
-        c->n++;
-        c->bytes += e->bytes;
-    }
-    *out = s->entry;
-    pthread_mutex_unlock(&c->lock);
+    *out = e;
     return XG2_OK;
 }

@@ -15,41 +15,18 @@
 #ifndef XG2_MASKCACHE_H
 #define XG2_MASKCACHE_H
 
-#include <pthread.h>
-
 #include "earley.h"
 #include "vocab.h"
 
-typedef struct {
-    uint32_t *bits; /* accepted tokens as a bitset over ids, or NULL ... */
-    int32_t *acc;   /* ... as a list of ids */
-    uint32_t n_acc;
-    int32_t *unc;   /* uncertain token ids in byte order */
-    uint32_t n_unc;
-    size_t bytes;   /* memory held */
-} xg2_mask_entry;
+/* Cache key of an item: the structural key of its state and, for a counted
+ * repetition or loop, how far its count is from each bound (clamped past the
+ * longest token: farther counts behave alike). */
+XG2_HIDDEN void xg2__mask_key(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, uint64_t *k1,
+                              uint64_t *k2);
 
-typedef struct {
-    uint64_t key;
-    xg2_mask_entry *entry;
-} xg2_mask_slot;
-
-typedef struct {
-    pthread_mutex_t lock;
-    xg2_mask_slot *slots; /* open addressing on key; entry NULL = empty */
-    uint32_t cap, n;
-    size_t bytes;
-} xg2_mask_cache;
-
-XG2_HIDDEN int xg2__mask_cache_init(xg2_mask_cache *c);
-XG2_HIDDEN void xg2__mask_cache_free(xg2_mask_cache *c);
-
-/* Cache key of an item: its state and, for a counted repetition, how far its
- * count is from each bound (clamped past the longest token). */
-XG2_HIDDEN uint64_t xg2__mask_key(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it);
-
-/* The entry for item `it`, computed on first use. */
-XG2_HIDDEN int xg2__mask_entry_get(xg2_mask_cache *c, const xg2_grammar *g, const xg2_vocab *v,
-                                   const xg2_item *it, const xg2_mask_entry **out);
+/* The entry for item `it` from the vocabulary's pool, computed on first use,
+ * with a reference the caller drops with xg2__pool_release. */
+XG2_HIDDEN int xg2__mask_entry_get(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
+                                   xg2_mask_entry **out);
 
 #endif

@@ -195,7 +195,7 @@ XG2_HIDDEN int xg2__matcher_fill(xg2_matcher *m, uint32_t *row, int *need_apply)
         memset(row, 0, words * sizeof(uint32_t));
         set_stop_bits(m, row);
     } else {
-        int rc = xg2__mask_fill(&m->c->cache, &m->parser, v, row);
+        int rc = xg2__mask_fill(&m->parser, v, row);
         if (rc) return rc;
         if (xg2__parser_can_end(&m->parser)) set_stop_bits(m, row);
     }

@@ -43,6 +43,19 @@ static int class_dfa(const uint32_t *ranges, uint32_t n_ranges, xg2_slice *s) {
     return rc;
 }
 
+/* Bytes of token t's longest prefix made of whole class characters. */
+static uint32_t whole_prefix(const xg2_slice *s, const xg2_vocab *v, int32_t t) {
+    const uint8_t *b = (const uint8_t *)v->bytes + v->off[t];
+    uint32_t n = v->off[t + 1] - v->off[t], last = 0;
+    int32_t q = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        q = s->dfa[256 * q + b[i]];
+        if (q < 0) break;
+        if (s->dfa_final[q]) last = i + 1;
+    }
+    return last;
+}
+
 /* Characters of token t if it is in the slice (a trailing partial character
  * counts as one), or 0 if it is not. */
 static uint32_t member_chars(const xg2_slice *s, const xg2_vocab *v, int32_t t) {
@@ -76,6 +89,34 @@ static int build_slice(xg2_vocab *v, const uint32_t *ranges, uint32_t n_ranges, 
         if (c && c <= XG2_SLICE_MAX_CHARS) s->upto[(size_t)(c - 1) * words + (t >> 5)] |= 1u << (t & 31);
         else rest[n_rest++] = t;
     }
+    /* Whole-character tokens, and the suffix trie of all the others. */
+    s->whole = xg2__calloc(words, sizeof(uint32_t));
+    int32_t *sid = xg2__malloc(sizeof(int32_t) * (v->trie.n_ids ? v->trie.n_ids : 1));
+    uint32_t *skip = xg2__malloc(sizeof(uint32_t) * (v->trie.n_ids ? v->trie.n_ids : 1));
+    if (!s->whole || !sid || !skip) {
+        xg2__free(sid);
+        xg2__free(skip);
+        xg2__free(rest);
+        return XG2_NOMEM();
+    }
+    uint32_t n_suf = 0;
+    for (uint32_t k = 0; k < v->trie.n_ids; k++) {
+        int32_t t = v->trie.ids[k];
+        uint32_t w = whole_prefix(s, v, t), len = v->off[t + 1] - v->off[t];
+        if (w == len) {
+            s->whole[t >> 5] |= 1u << (t & 31);
+        } else {
+            sid[n_suf] = t;
+            skip[n_suf++] = w;
+        }
+    }
+    int rc2 = xg2__trie_build_suffixes(v, sid, skip, n_suf, &s->suffixes);
+    xg2__free(sid);
+    xg2__free(skip);
+    if (rc2) {
+        xg2__free(rest);
+        return rc2;
+    }
     /* Make upto cumulative. */
     for (uint32_t l = 1; l < XG2_SLICE_MAX_CHARS; l++) {
         uint32_t *cur = s->upto + (size_t)l * words;
@@ -98,7 +139,9 @@ void xg2__slices_free(xg2_vocab *v) {
         xg2__free(s->dfa_final);
         xg2__free(s->all);
         xg2__free(s->upto);
+        xg2__free(s->whole);
         xg2__trie_free(&s->rest);
+        xg2__trie_free(&s->suffixes);
         memset(s, 0, sizeof *s);
     }
 }

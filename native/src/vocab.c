@@ -114,30 +114,60 @@ void xg2__trie_free(xg2_trie *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* Build nodes[] from tokens sorted by bytes.  Appending nodes while walking the
- * sorted list yields DFS order; a node's subtree closes when a later token no
- * longer shares its prefix.  Takes ownership of ids. */
-int xg2__trie_build(const xg2_vocab *v, int32_t *ids, uint32_t n, xg2_trie *t) {
+/* Entries of a trie: token id and how many leading bytes of it to skip. */
+typedef struct {
+    int32_t id;
+    uint32_t skip;
+} trie_entry;
+
+static int cmp_entry(const xg2_vocab *v, const trie_entry *x, const trie_entry *y) {
+    uint32_t lx = v->off[x->id + 1] - v->off[x->id] - x->skip, ly = v->off[y->id + 1] - v->off[y->id] - y->skip;
+    int c = memcmp(v->bytes + v->off[x->id] + x->skip, v->bytes + v->off[y->id] + y->skip, lx < ly ? lx : ly);
+    if (c) return c;
+    if (lx != ly) return lx < ly ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static void sort_entries(const xg2_vocab *v, trie_entry *a, trie_entry *tmp, uint32_t n) {
+    if (n < 2) return;
+    uint32_t h = n / 2;
+    sort_entries(v, a, tmp, h);
+    sort_entries(v, a + h, tmp, n - h);
+    uint32_t i = 0, j = h, k = 0;
+    while (i < h && j < n) tmp[k++] = cmp_entry(v, &a[i], &a[j]) <= 0 ? a[i++] : a[j++];
+    while (i < h) tmp[k++] = a[i++];
+    while (j < n) tmp[k++] = a[j++];
+    memcpy(a, tmp, sizeof(trie_entry) * n);
+}
+
+/* Build nodes[] over the entries' bytes (each token's bytes after `skip`).
+ * Sorted entries make appending nodes a depth-first order; a node's subtree
+ * closes when a later entry no longer shares its prefix.  Consumes `ents`. */
+static int build_entries(const xg2_vocab *v, trie_entry *ents, uint32_t n, xg2_trie *t) {
     memset(t, 0, sizeof *t);
-    t->ids = ids;
+    int rc = XG2_OK;
+    uint32_t *path = NULL;
+    trie_entry *tmp = xg2__malloc(sizeof(trie_entry) * (n ? n : 1));
+    t->ids = xg2__malloc(sizeof(int32_t) * (n ? n : 1));
+    if (!tmp || !t->ids) { rc = XG2_NOMEM(); goto out; }
+    sort_entries(v, ents, tmp, n);
     t->n_ids = n;
-    int32_t *tmp = xg2__malloc(sizeof(int32_t) * (n ? n : 1));
-    if (!tmp) return XG2_NOMEM();
-    xg2__vocab_sort_ids(v, ids, tmp, n);
-    xg2__free(tmp);
     uint64_t total = 1;
-    for (uint32_t i = 0; i < n; i++) total += v->off[ids[i] + 1] - v->off[ids[i]];
-    if (total > UINT32_MAX / 2) return xg2__fail(XG2_ERR_LIMIT, "vocabulary too large for the trie");
+    for (uint32_t i = 0; i < n; i++) {
+        t->ids[i] = ents[i].id;
+        total += v->off[ents[i].id + 1] - v->off[ents[i].id] - ents[i].skip;
+    }
+    if (total > UINT32_MAX / 2) { rc = xg2__fail(XG2_ERR_LIMIT, "vocabulary too large for the trie"); goto out; }
     t->nodes = xg2__calloc(total, sizeof(xg2_trie_node));
-    uint32_t *path = xg2__malloc(sizeof(uint32_t) * ((size_t)v->max_token_len + 1));
-    if (!t->nodes || !path) { xg2__free(path); return XG2_NOMEM(); }
+    path = xg2__malloc(sizeof(uint32_t) * ((size_t)v->max_token_len + 1));
+    if (!t->nodes || !path) { rc = XG2_NOMEM(); goto out; }
     uint32_t nn = 1, depth = 0;
     path[0] = 0;
     const uint8_t *prev = NULL;
     uint32_t prev_len = 0;
     for (uint32_t k = 0; k < n; k++) {
-        const uint8_t *p = (const uint8_t *)v->bytes + v->off[ids[k]];
-        uint32_t len = v->off[ids[k] + 1] - v->off[ids[k]];
+        const uint8_t *p = (const uint8_t *)v->bytes + v->off[ents[k].id] + ents[k].skip;
+        uint32_t len = v->off[ents[k].id + 1] - v->off[ents[k].id] - ents[k].skip;
         uint32_t lcp = 0, m = prev_len < len ? prev_len : len;
         while (lcp < m && prev[lcp] == p[lcp]) lcp++;
         if (lcp > depth) lcp = depth;
@@ -150,10 +180,7 @@ int xg2__trie_build(const xg2_vocab *v, int32_t *ids, uint32_t n, xg2_trie *t) {
         }
         xg2_trie_node *end = &t->nodes[path[depth]];
         if (end->tok_count == 0) end->tok_begin = k;
-        if (end->tok_count == UINT16_MAX) {
-            xg2__free(path);
-            return xg2__fail(XG2_ERR_LIMIT, "more than 65535 tokens decode to the same bytes");
-        }
+        if (end->tok_count == UINT16_MAX) { rc = xg2__fail(XG2_ERR_LIMIT, "more than 65535 tokens decode to the same bytes"); goto out; }
         end->tok_count++;
         prev = p;
         prev_len = len;
@@ -161,9 +188,8 @@ int xg2__trie_build(const xg2_vocab *v, int32_t *ids, uint32_t n, xg2_trie *t) {
     for (; depth > 0; depth--) t->nodes[path[depth]].subtree = nn - path[depth];
     t->nodes[0].subtree = nn;
     t->n_nodes = nn;
-    xg2__free(path);
-    /* Subtree token ranges: tokens are numbered in DFS order, so the subtree of
-     * node i holds [first token at or after i, first token at or after its end). */
+    /* Subtree token ranges: entries are numbered in DFS order, so the subtree of
+     * node i holds [first entry at or after i, first entry at or after its end). */
     uint32_t next = n;
     for (uint32_t i = nn; i-- > 0;) {
         xg2_trie_node *nd = &t->nodes[i];
@@ -172,7 +198,26 @@ int xg2__trie_build(const xg2_vocab *v, int32_t *ids, uint32_t n, xg2_trie *t) {
         nd->tok_begin = next;
         nd->tok_end = after;
     }
-    return XG2_OK;
+out:
+    xg2__free(path);
+    xg2__free(tmp);
+    xg2__free(ents);
+    return rc;
+}
+
+int xg2__trie_build(const xg2_vocab *v, int32_t *ids, uint32_t n, xg2_trie *t) {
+    trie_entry *ents = xg2__malloc(sizeof(trie_entry) * (n ? n : 1));
+    if (!ents) { xg2__free(ids); memset(t, 0, sizeof *t); return XG2_NOMEM(); }
+    for (uint32_t i = 0; i < n; i++) ents[i] = (trie_entry){ids[i], 0};
+    xg2__free(ids);
+    return build_entries(v, ents, n, t);
+}
+
+int xg2__trie_build_suffixes(const xg2_vocab *v, const int32_t *ids, const uint32_t *skip, uint32_t n, xg2_trie *t) {
+    trie_entry *ents = xg2__malloc(sizeof(trie_entry) * (n ? n : 1));
+    if (!ents) { memset(t, 0, sizeof *t); return XG2_NOMEM(); }
+    for (uint32_t i = 0; i < n; i++) ents[i] = (trie_entry){ids[i], skip[i]};
+    return build_entries(v, ents, n, t);
 }
 
 /* ---- public API ---- */
@@ -185,6 +230,7 @@ static void vocab_destroy(xg2_vocab *v) {
     xg2__free(v->special_ids);
     xg2__trie_free(&v->trie);
     xg2__slices_free(v);
+    xg2__pool_free(&v->pool);
     xg2__free(v);
 }
 
@@ -229,6 +275,7 @@ int xg2_vocab_new(int type, const char *data, const uint32_t *offsets, int32_t n
     if (!v) return XG2_NOMEM();
     v->refs = 1;
     v->type = type;
+    if ((rc = xg2__pool_init(&v->pool))) { xg2__free(v); return rc; }
     v->vocab_size = vocab_size;
     v->n_tokens = n_tokens;
     size_t total = n_tokens ? offsets[n_tokens] - offsets[0] : 0;
@@ -309,4 +356,35 @@ int32_t xg2_vocab_stop_ids(const xg2_vocab *v, int32_t *out, int32_t cap) {
 
 int32_t xg2_vocab_special_ids(const xg2_vocab *v, int32_t *out, int32_t cap) {
     return v ? copy_out(v->special_ids, v->n_special, out, cap) : 0;
+}
+
+int xg2_vocab_set_cache_limit(xg2_vocab *v, size_t bytes) {
+    if (!v) return xg2__fail(XG2_ERR_ARG, "vocab is NULL");
+    xg2__pool_set_limit(&v->pool, bytes);
+    return XG2_OK;
+}
+
+size_t xg2_vocab_cache_bytes(const xg2_vocab *v) {
+    if (!v) return 0;
+    xg2_pool *p = (xg2_pool *)&v->pool;
+    pthread_mutex_lock(&p->lock);
+    size_t b = p->bytes + sizeof(void *) * p->n_buckets;
+    pthread_mutex_unlock(&p->lock);
+    return b;
+}
+
+int xg2_vocab_cache_stats(const xg2_vocab *v, uint64_t *entries, uint64_t *hits, uint64_t *misses, uint64_t *evictions) {
+    if (!v || !entries || !hits || !misses || !evictions) return xg2__fail(XG2_ERR_ARG, "NULL argument");
+    xg2_pool *p = (xg2_pool *)&v->pool;
+    pthread_mutex_lock(&p->lock);
+    *entries = p->n;
+    *hits = p->hits;
+    *misses = p->misses;
+    *evictions = p->evictions;
+    pthread_mutex_unlock(&p->lock);
+    return XG2_OK;
+}
+
+void xg2_vocab_clear_cache(xg2_vocab *v) {
+    if (v) xg2__pool_clear(&v->pool);
 }

@@ -11,7 +11,7 @@
 #ifndef XG2_VOCAB_H
 #define XG2_VOCAB_H
 
-#include "internal.h"
+#include "pool.h"
 
 typedef struct {
     uint32_t subtree;   /* nodes in this subtree, self included */
@@ -42,6 +42,12 @@ typedef struct {
     uint32_t *upto;       /* upto + (l - 1) * words: members of at most l characters (l <= 32),
                            * a trailing partial character counting as one */
     xg2_trie rest;        /* tokens not in the slice of 32 characters */
+    /* For a state that loops on the class (every character returns to it), a
+     * token is accepted iff what follows its longest prefix of whole class
+     * characters is: `whole` holds the tokens made only of whole characters,
+     * `suffixes` every other token under the bytes after that prefix. */
+    uint32_t *whole;
+    xg2_trie suffixes;
 } xg2_slice;
 
 enum { XG2_SLICE_JSON, XG2_SLICE_TEXT, XG2_N_SLICES };
@@ -62,12 +68,16 @@ struct xg2_vocab {
     uint32_t max_token_len;
     uint32_t words;      /* mask words: ceil(vocab_size / 32) */
     xg2_slice slices[XG2_N_SLICES];
+    xg2_pool pool;       /* token-mask cache entries of every grammar for this vocabulary */
 };
 
 XG2_HIDDEN void xg2__vocab_retain(const xg2_vocab *v);
 
-/* Build a trie over tokens (sorted by bytes): `ids` is taken over. */
+/* Build a trie over tokens (sorted here by bytes); `ids` is taken over. */
 XG2_HIDDEN int xg2__trie_build(const xg2_vocab *v, int32_t *ids, uint32_t n, xg2_trie *out);
+/* A trie over the tokens' bytes after skip[i] leading bytes; ids[] is copied. */
+XG2_HIDDEN int xg2__trie_build_suffixes(const xg2_vocab *v, const int32_t *ids, const uint32_t *skip, uint32_t n,
+                                        xg2_trie *out);
 XG2_HIDDEN void xg2__trie_free(xg2_trie *t);
 
 /* Counts further than this from a bound behave alike for one token: each

@@ -1,0 +1,64 @@
+/*
+ * pool.h -- the process-wide pool of token-mask cache entries (XGrammar-2 §3.3,
+ * §3.5), one per vocabulary, shared by every grammar compiled for it.
+ *
+ * Entries are keyed by a 128-bit structural key (a state's rule automaton,
+ * the automata it references, its FOLLOW set, and for counted states the
+ * distance of the count from its bounds), so a state that two grammars share
+ * -- the inside of a JSON string, a tool's argument object -- is computed once.
+ * The pool is bounded in bytes: least recently used entries are evicted; an
+ * entry in use by a fill is reference counted and freed when the fill ends.
+ */
+#ifndef XG2_POOL_H
+#define XG2_POOL_H
+
+#include <pthread.h>
+
+#include "internal.h"
+
+#define XG2_DEFAULT_CACHE_LIMIT ((size_t)512 << 20)
+
+typedef struct xg2_mask_entry xg2_mask_entry;
+
+struct xg2_mask_entry {
+    uint32_t *bits; /* accepted tokens as a bitset over ids, or NULL ... */
+    int32_t *acc;   /* ... as a list of ids */
+    uint32_t n_acc;
+    int32_t *unc;   /* uncertain token ids in byte order */
+    uint32_t n_unc;
+    size_t bytes;   /* memory held */
+    /* pool bookkeeping */
+    int refs;                    /* the pool's reference + fills using it */
+    uint64_t k1, k2;
+    xg2_mask_entry *hnext;       /* hash chain */
+    xg2_mask_entry *prev, *next; /* LRU list, most recent first */
+};
+
+typedef struct {
+    pthread_mutex_t lock;
+    xg2_mask_entry **buckets;
+    uint32_t n_buckets, n;
+    size_t bytes, limit;
+    xg2_mask_entry *head, *tail;
+    uint64_t hits, misses, evictions;
+} xg2_pool;
+
+XG2_HIDDEN int xg2__pool_init(xg2_pool *p);
+XG2_HIDDEN void xg2__pool_free(xg2_pool *p);
+
+/* The entry for a key with a reference for the caller, or NULL if absent. */
+XG2_HIDDEN xg2_mask_entry *xg2__pool_find(xg2_pool *p, uint64_t k1, uint64_t k2);
+
+/* Insert a new entry (the caller's reference is kept, the pool adds its own);
+ * if the key is already present, e is freed and the present entry returned
+ * (with a reference).  Evicts down to the limit.  NULL on allocation failure. */
+XG2_HIDDEN xg2_mask_entry *xg2__pool_insert(xg2_pool *p, xg2_mask_entry *e);
+
+/* Drop a reference obtained from find/insert. */
+XG2_HIDDEN void xg2__pool_release(xg2_mask_entry *e);
+
+XG2_HIDDEN void xg2__pool_set_limit(xg2_pool *p, size_t limit);
+XG2_HIDDEN void xg2__pool_clear(xg2_pool *p);
+XG2_HIDDEN void xg2__mask_entry_free(xg2_mask_entry *e);
+
+#endif
