@@ -296,9 +296,22 @@ class BatchGrammarMatcher:
 
     @staticmethod
     def batch_accept_token(matchers: Sequence[GrammarMatcher], tokens: Sequence[int]) -> List[bool]:
+        """Accept tokens[i] in matchers[i] (on native threads); whether each was accepted."""
+        matchers = list(matchers)
         if len(matchers) != len(tokens):
             raise InvalidArgumentError(f"{len(tokens)} tokens for {len(matchers)} matchers")
-        return [m.accept_token(t) for m, t in zip(matchers, tokens)]
+        if len({id(m) for m in matchers}) != len(matchers):
+            raise InvalidArgumentError("the same matcher appears twice in the batch")
+        if not matchers:
+            return []
+        handles = ffi.new("xg2_matcher *[]", [m._handle for m in matchers])
+        ids = [int(t) for t in tokens]
+        if any(not -(2**31) <= t < 2**31 for t in ids):
+            raise InvalidArgumentError("token id out of range")
+        out = ffi.new("int8_t[]", len(matchers))
+        threads = min(os.cpu_count() or 1, 16) if len(matchers) >= 32 else 1
+        check(lib.xg2_batch_accept_tokens(handles, len(matchers), ids, out, threads))
+        return [bool(x) for x in out]
 
     @staticmethod
     def batch_accept_string(

@@ -191,12 +191,18 @@ int xg2_matcher_debug_state(const xg2_matcher *matcher, char *buf, size_t cap, s
 /* Copy up to cap of the matcher's stop token ids; returns how many there are. */
 int32_t xg2_matcher_stop_ids(const xg2_matcher *matcher, int32_t *out, int32_t cap);
 
-/* Fill one mask row per matcher on up to n_threads threads.
+/* Fill one mask row per matcher on up to n_threads threads (a pool kept for
+ * the process; the calling thread works too).
  *   bitmask: rows of row_words int32 words; matcher i fills row rows[i]
  *            (or row i when rows is NULL); every row index must be < n_rows.
  * Matchers must be distinct.  Returns the first failure, if any. */
 int xg2_batch_fill_masks(xg2_matcher *const *matchers, int32_t n, int32_t *bitmask,
                          int64_t n_rows, int64_t row_words, const int32_t *rows,
                          int32_t n_threads);
+
+/* Accept tokens[i] in matchers[i] on up to n_threads threads; accepted[i] is
+ * set to 1 or 0.  Matchers must be distinct.  Returns the first failure, if any. */
+int xg2_batch_accept_tokens(xg2_matcher *const *matchers, int32_t n, const int32_t *tokens, int8_t *accepted,
+                            int32_t n_threads);
 
 #endif /* XG2_H */
