@@ -368,7 +368,7 @@ size_t xg2_vocab_cache_bytes(const xg2_vocab *v) {
     if (!v) return 0;
     xg2_pool *p = (xg2_pool *)&v->pool;
     pthread_mutex_lock(&p->lock);
-    size_t b = p->bytes + sizeof(void *) * p->n_buckets;
+    size_t b = p->bytes; /* entries; the bucket array is a few bytes per entry */
     pthread_mutex_unlock(&p->lock);
     return b;
 }
