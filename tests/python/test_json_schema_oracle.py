@@ -1,0 +1,146 @@
+"""The mask oracle on JSON Schema grammars, with real tool schemas and real vocabularies.
+
+Schemas are the parameter schemas of BFCL's "simple" Python functions (the ``bfcl-eval``
+wheel, downloaded from PyPI on first use and cached); instances are their ground-truth
+arguments.  At every step of each instance, tokenized by the real tokenizer, every
+allowed token must be accepted, a sample of disallowed ones rejected, and the stop token
+allowed exactly when the text so far is a complete instance; at the end the instance is
+valid per ``jsonschema`` and the matcher is complete.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import jsonschema
+import numpy as np
+import pytest
+
+import xg2_plugin as xgr
+from vocabs import bits_of_row, fill
+
+N_FUNCTIONS = 10
+N_DISALLOWED = 2000
+CACHE = os.path.join(os.path.expanduser("~"), ".cache", "xg2_plugin")
+
+_BFCL_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": None}
+
+
+def _load_bfcl_wheel() -> zipfile.ZipFile:
+    os.makedirs(CACHE, exist_ok=True)
+    wheels = glob.glob(os.path.join(CACHE, "bfcl_eval-*.whl"))
+    if not wheels:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "bfcl-eval", "-d", CACHE],
+            check=True,
+            capture_output=True,
+        )
+        wheels = glob.glob(os.path.join(CACHE, "bfcl_eval-*.whl"))
+    assert wheels, "could not download the bfcl-eval wheel from PyPI"
+    return zipfile.ZipFile(sorted(wheels)[-1])
+
+
+def _to_json_schema(s):
+    """BFCL writes Python type names ("dict", "float", "tuple", "any")."""
+    if isinstance(s, dict):
+        out = {k: _to_json_schema(v) for k, v in s.items() if k not in ("optional",)}
+        t = s.get("type")
+        if isinstance(t, str) and t in _BFCL_TYPES:
+            if _BFCL_TYPES[t] is None:
+                out.pop("type")
+            else:
+                out["type"] = _BFCL_TYPES[t]
+        return out
+    if isinstance(s, list):
+        return [_to_json_schema(x) for x in s]
+    return s
+
+
+def _instance(args: dict) -> dict:
+    """First acceptable value of each argument ("" marks an omittable one)."""
+    out = {}
+    for name, values in args.items():
+        chosen = [v for v in values if v != ""]
+        if chosen:
+            out[name] = chosen[0]
+    return out
+
+
+def _cases():
+    z = _load_bfcl_wheel()
+    funcs = z.read("bfcl_eval/data/BFCL_v4_simple_python.json").decode().splitlines()
+    answers = z.read("bfcl_eval/data/possible_answer/BFCL_v4_simple_python.json").decode().splitlines()
+    cases = []
+    for line, ans in zip(funcs, answers):
+        fn = json.loads(line)["function"][0]
+        truth = json.loads(ans)["ground_truth"][0]
+        schema = _to_json_schema(fn["parameters"])
+        inst = _instance(truth[fn["name"]])
+        try:
+            valid = jsonschema.Draft202012Validator(schema).is_valid(inst)
+        except jsonschema.exceptions.SchemaError:
+            continue
+        if valid and inst:
+            cases.append((fn["name"], schema, inst))
+    # A spread: every 17th function (deterministic), with nested ones preferred first.
+    nested = [c for c in cases if '"type": "object"' in json.dumps(c[1]["properties"])]
+    rest = cases[::17]
+    return (nested[:3] + rest)[:N_FUNCTIONS]
+
+
+CASES = None
+
+
+def _get_cases():
+    global CASES
+    if CASES is None:
+        CASES = _cases()
+    return CASES
+
+
+def test_bfcl_cases_loaded():
+    cases = _get_cases()
+    assert len(cases) >= N_FUNCTIONS // 2, f"only {len(cases)} BFCL functions usable"
+
+
+@pytest.mark.parametrize("index", range(N_FUNCTIONS))
+def test_json_schema_mask_matches_matcher(deepseek, index):
+    cases = _get_cases()
+    assert index < len(cases), f"only {len(cases)} BFCL functions usable"
+    name, schema, inst = cases[index]
+    vocab = deepseek
+    V = vocab.vocab_size
+    validator = jsonschema.Draft202012Validator(schema)
+    compiled = vocab.compiler.compile_json_schema(schema, strict_mode=False)
+    text = json.dumps(inst)
+    ids = vocab.encode(text)
+    rng = np.random.default_rng([99, index])
+    m = xgr.GrammarMatcher(compiled)
+    so_far = b""
+    for k, t in enumerate(ids + [vocab.stop_id]):
+        where = f"{name} step {k} after {so_far[-40:]!r}"
+        bits = bits_of_row(fill(m, V), V)
+        # Completion agrees with jsonschema on the text so far.
+        try:
+            complete = validator.is_valid(json.loads(so_far))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            complete = False
+        assert m.is_completed() == complete, f"{where}: is_completed {m.is_completed()}, jsonschema says {complete}"
+        assert bool(bits[vocab.stop_id]) == complete, f"{where}: stop bit"
+        assert bits[t], f"{where}: the instance's next token {vocab.token_bytes[t]!r} is masked"
+        allowed = np.flatnonzero(bits)
+        f = m.fork()
+        bad = [x for x in allowed.tolist() if not (f.accept_token(x) and (f.rollback(1) or True))]
+        assert not bad, f"{where}: allowed tokens rejected: {[vocab.token_bytes[x] for x in bad[:5]]}"
+        disallowed = np.flatnonzero(bits == 0)
+        sample = rng.choice(disallowed, size=min(N_DISALLOWED, len(disallowed)), replace=False)
+        wrong = [x for x in sample.tolist() if m.fork().accept_token(x)]
+        assert not wrong, f"{where}: disallowed tokens accepted: {[vocab.token_bytes[x] for x in wrong[:5]]}"
+        assert m.accept_token(t), f"{where}: token rejected"
+        if t != vocab.stop_id:
+            so_far += vocab.token_bytes[t]
+    assert m.is_terminated()
+    assert validator.is_valid(json.loads(so_far))
