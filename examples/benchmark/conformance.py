@@ -248,6 +248,7 @@ class CompileFailure(Exception):
 
 class Engine:
     name = ""
+    any_order = False  # --any-order: properties in any order (ours and XGrammar)
     vocab_size = 0
     stop_ids: List[int] = []
 
@@ -278,8 +279,9 @@ class OursEngine(Engine):
 
     def compile(self, schema_text, strict, lenient):
         try:
+            kwargs = {"any_order": True} if self.any_order else {}
             return self.compiler.compile_json_schema(
-                schema_text, strict_mode=strict, any_whitespace=True, lenient=lenient
+                schema_text, strict_mode=strict, any_whitespace=True, lenient=lenient, **kwargs
             )
         except self.refusals as e:
             raise CompileFailure(f"{type(e).__name__}: {e}") from None
@@ -314,7 +316,9 @@ class XGrammarEngine(Engine):
     def compile(self, schema_text, strict, lenient):
         # XGrammar has no lenient option; any exception from its compiler is a refusal.
         try:
-            return self.compiler.compile_json_schema(schema_text, any_whitespace=True, strict_mode=strict)
+            return self.compiler.compile_json_schema(
+                schema_text, any_whitespace=True, strict_mode=strict, any_order=self.any_order
+            )
         except Exception as e:
             raise CompileFailure(f"{type(e).__name__}: {e}") from None
 
@@ -468,6 +472,7 @@ def conformance_task(args: Dict[str, Any], ctx: common.TaskContext) -> Dict[str,
     """One engine on one schema (runs in a worker)."""
     ctx.phase("init", 1800)
     eng = _get_engine(args["engine"], args["tokenizer"])
+    eng.any_order = bool(args.get("any_order"))
     budget = float(args["timeout"])
     ctx.phase("compile", budget)
     t_start = time.perf_counter()
@@ -503,10 +508,6 @@ def conformance_task(args: Dict[str, Any], ctx: common.TaskContext) -> Dict[str,
 # --------------------------------------------------------------------------------------
 
 
-def _schema_status(res: Dict[str, Any]) -> str:
-    return res["status"]
-
-
 def run_conformance(opts: argparse.Namespace, corpora: Dict[str, List[SchemaCase]], engines: List[str]):
     """Run every (case, engine) in the pool; returns results[corpus][case_id][engine]."""
     tok = common.load_hf_tokenizer(opts.tokenizer)
@@ -526,9 +527,12 @@ def run_conformance(opts: argparse.Namespace, corpora: Dict[str, List[SchemaCase
                     "valid": [v for _, v in case.tests],
                     "strict": opts.strict,
                     "lenient": opts.lenient,
+                    "any_order": opts.any_order,
                     "timeout": opts.timeout,
                 }
                 tasks.append(((corpus, case.id, engine), args, opts.timeout))
+    # a seeded shuffle: an interrupted run holds a uniform sample, and slow schemas spread out
+    random.Random(opts.seed).shuffle(tasks)
     results: Dict[str, Dict[str, Dict[str, Any]]] = {c: {} for c in corpora}
     checkpoint = None
     if opts.json:  # one line per finished (schema, engine): --resume picks up from it
@@ -580,6 +584,28 @@ def run_conformance(opts: argparse.Namespace, corpora: Dict[str, List[SchemaCase
     return results
 
 
+def merge_partials(paths: Sequence[str], corpora: Dict[str, List[SchemaCase]], engines: List[str]):
+    """Results read back from ``*.partial.jsonl`` files (later files win), restricted to
+    the schemas that have a result for every engine; also returns how many were dropped."""
+    wanted = {(c, case.id) for c, cases in corpora.items() for case in cases}
+    found: Dict[Tuple[str, str], Dict[str, Any]] = defaultdict(dict)
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    corpus, case_id, engine, res = json.loads(line)
+                except ValueError:
+                    continue
+                if (corpus, case_id) in wanted and engine in engines:
+                    found[(corpus, case_id)][engine] = res
+    results: Dict[str, Dict[str, Dict[str, Any]]] = {c: {} for c in corpora}
+    for (corpus, case_id), per in found.items():
+        if all(e in per for e in engines):
+            results[corpus][case_id] = per
+    dropped = {c: len(corpora[c]) - len(results[c]) for c in corpora}
+    return results, dropped
+
+
 def summarize(results: Dict[str, Dict[str, Any]], engine: str) -> Dict[str, Any]:
     s = Counter()
     compile_ms, schema_ms, mask_s, mask_calls, per_token_us = [], [], 0.0, 0, []
@@ -623,7 +649,9 @@ def summarize(results: Dict[str, Dict[str, Any]], engine: str) -> Dict[str, Any]
 
 
 def _normalize_error(msg: str) -> str:
-    msg = re.sub(r"\d+", "N", msg.splitlines()[0] if msg else "")
+    msg = msg.splitlines()[0] if msg else ""
+    msg = re.sub(r" at /[^:]*:", " at …:", msg)  # our errors name the schema location
+    msg = re.sub(r"\d+", "N", msg)
     return msg[:120]
 
 
@@ -1199,6 +1227,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap.add_argument("--suite-version", default=common.JSONSCHEMA_SDIST_VERSION, help="jsonschema sdist version")
     ap.add_argument("--strict", action="store_true", help="strict_mode=True (no extra properties/items)")
     ap.add_argument("--lenient", action="store_true", help="lenient=True (ignore unsupported keywords)")
+    ap.add_argument("--any-order", action="store_true", help="any_order=True: properties in any order "
+                    "(ours and XGrammar; by default both follow the schema's order, as XGrammar does)")
     ap.add_argument("--limit", type=int, default=None, help="a random sample of N schemas per corpus (--seed)")
     ap.add_argument("--files", default=None, help="only files whose base name matches this glob")
     ap.add_argument("--workers", type=int, default=1, help="worker processes per engine (engines run side by side; default 1)")
@@ -1208,6 +1238,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap.add_argument("--out", default=None, help="write the Markdown report here (also printed)")
     ap.add_argument("--json", default=None, help="per-schema results (default: --out with .json)")
     ap.add_argument("--resume", action="store_true", help="skip the runs recorded in <json>.partial.jsonl")
+    ap.add_argument("--merge", nargs="+", metavar="PARTIAL", default=None,
+                    help="run nothing: report from these *.partial.jsonl files (later ones win), on the schemas "
+                         "with a result for every engine")  # fmt: skip
     ap.add_argument("--patterns", action="store_true", help="run the regex pattern agreement check instead")
     ap.add_argument("--pattern-samples", type=int, default=40, help="generated positives per pattern (2x negatives)")
     ap.add_argument("--pattern-timeout", type=float, default=10.0, help="compile limit per pattern (default 10 s)")
@@ -1258,15 +1291,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print("no engine can run", file=sys.stderr)
             return 2
         header += [
-            f"Options: strict_mode={opts.strict}, lenient={opts.lenient}, any whitespace, "
+            f"Options: strict_mode={opts.strict}, lenient={opts.lenient}, any_order={opts.any_order}, any whitespace, "
             f"timeout {opts.timeout:g} s per schema, tokenizer `{os.path.basename(opts.tokenizer.rstrip('/'))}`.",
             "",
         ]
         t0 = time.perf_counter()
-        results = run_conformance(opts, corpora, engines)
-        wall = time.perf_counter() - t0
+        if opts.merge:
+            results, dropped = merge_partials(opts.merge, corpora, engines)
+            for c, n in dropped.items():
+                if n:
+                    header.append(f"{CORPUS_TITLES[c]}: {n} schemas left out (no result for every engine in the "
+                                  "merged runs).  ")  # fmt: skip
+            corpora = {c: [case for case in corpora[c] if case.id in results[c]] for c in corpora}
+            tail = "Merged from: " + ", ".join(f"`{os.path.basename(p)}`" for p in opts.merge) + "."
+        else:
+            results = run_conformance(opts, corpora, engines)
+            tail = f"Wall time {time.perf_counter() - t0:.0f} s with {opts.workers} worker(s) per engine."
         parts = [corpus_report(c, results[c], corpora[c], engines, excluded.get(c)) for c in corpora]
-        report = "\n\n".join(parts) + f"\n\nWall time {wall:.0f} s with {opts.workers} worker(s)."
+        report = "\n\n".join(parts) + "\n\n" + tail
         doc = {
             "mode": "conformance",
             "environment": env,
