@@ -5,7 +5,7 @@ The dialect is XGrammar's (GBNF compatible); see the README for a summary.
 
 from __future__ import annotations
 
-from ._errors import InvalidArgumentError, check
+from ._errors import GrammarError, InvalidArgumentError, LimitExceededError, check
 from ._native import ffi, lib
 
 __all__ = ["Grammar", "ebnf_string_literal"]
@@ -83,7 +83,13 @@ class Grammar:
         ``GrammarError`` naming the position."""
         if not isinstance(regex_string, str):
             raise InvalidArgumentError(f"regex_string must be a str, got {type(regex_string).__name__}")
-        grammar = Grammar.from_ebnf(f"root ::= Regex({ebnf_string_literal(regex_string)})")
+        try:
+            grammar = Grammar.from_ebnf(f"root ::= Regex({ebnf_string_literal(regex_string)})")
+        except (GrammarError, LimitExceededError) as e:
+            # The EBNF wrapper's line and column mean nothing here: keep the regex's position.
+            message = str(e)
+            cut = message.find("invalid regex")
+            raise type(e)(message[cut:] if cut >= 0 else message) from None
         if print_converted_ebnf:
             print(grammar)
         return grammar

@@ -84,12 +84,29 @@ static int class_escape(xg2_u32vec *r, int e) {
     return add_range(r, next, 0x10FFFF);
 }
 
+static int32_t escape_body(rx *p, int in_class, int *cls, int c);
+
 /* After a backslash: a code point, or a class letter in *cls. -1 on error. */
 static int32_t escape(rx *p, int in_class, int *cls) {
     int c = peek(p, 0);
+    size_t start = p->i - 1; /* the backslash: where errors are reported */
     *cls = 0;
-    if (c < 0) { rerr(p, "pattern ends with a backslash"); return -1; }
+    if (c < 0) { p->i = start; rerr(p, "pattern ends with a backslash"); return -1; }
     p->i++;
+    int32_t v = escape_body(p, in_class, cls, c);
+    if (v < 0 && p->rc) {
+        /* Re-report at the backslash (the message is already formatted). */
+        char msg[600];
+        const char *m = xg2_last_error();
+        const char *colon = strstr(m, ": ");
+        snprintf(msg, sizeof msg, "%s", colon ? colon + 2 : m);
+        p->rc = xg2__fail(p->rc, "invalid regex at position %zu: %s", start, msg);
+    }
+    return v;
+}
+
+/* After "\c": the escape's code point, or a class letter in *cls. */
+static int32_t escape_body(rx *p, int in_class, int *cls, int c) {
     switch (c) {
     case 'n': return '\n';
     case 't': return '\t';
@@ -208,6 +225,19 @@ static uint32_t literal(rx *p, uint32_t cp) {
 
 static uint32_t parse_alt(rx *p);
 
+/* Does "{" at the current position start a quantifier ({n}, {n,}, {n,m}, {,m})?
+ * Otherwise it is a literal brace, as in Python. */
+static int quantifier_at(const rx *p) {
+    size_t k = 1;
+    int digits = 0;
+    while (peek(p, k) >= '0' && peek(p, k) <= '9') { k++; digits = 1; }
+    if (peek(p, k) == ',') {
+        k++;
+        while (peek(p, k) >= '0' && peek(p, k) <= '9') { k++; digits = 1; }
+    }
+    return digits && peek(p, k) == '}';
+}
+
 static uint32_t parse_atom(rx *p) {
     int c = peek(p, 0);
     if (c == '(') {
@@ -256,7 +286,7 @@ static uint32_t parse_atom(rx *p) {
     if (c == '^') { rerr(p, "'^' is only supported at the start of the pattern"); return 0; }
     if (c == '$') { rerr(p, "'$' is only supported at the end of the pattern"); return 0; }
     if (c == '*' || c == '+' || c == '?') { rerr(p, "nothing to repeat"); return 0; }
-    if (c == '{' && peek(p, 1) >= '0' && peek(p, 1) <= '9') { rerr(p, "nothing to repeat"); return 0; }
+    if (c == '{' && quantifier_at(p)) { rerr(p, "nothing to repeat"); return 0; }
     int32_t cp = next_cp(p);
     return cp < 0 ? 0 : literal(p, (uint32_t)cp);
 }
@@ -310,7 +340,7 @@ static uint32_t parse_quantified(rx *p) {
         else if (peek(p, 0) == '+') { rerr(p, "possessive quantifiers are not supported"); return 0; }
         e = xg2__ir_repeat(p->ir, e, (int32_t)lo, (int32_t)hi);
         int d = peek(p, 0);
-        if (d == '*' || d == '+' || d == '?' || (d == '{' && ((peek(p, 1) >= '0' && peek(p, 1) <= '9') || peek(p, 1) == ','))) {
+        if (d == '*' || d == '+' || d == '?' || (d == '{' && quantifier_at(p))) {
             rerr(p, "multiple repeat");
             return 0;
         }
@@ -348,8 +378,15 @@ static uint32_t parse_alt(rx *p) {
 
 /* Compile pattern into an expression of ir; *out receives its id. */
 XG2_HIDDEN int xg2__regex_to_ir(xg2_ir *ir, const uint8_t *pattern, size_t len, uint32_t *out) {
+    /* Anchors at the very ends change nothing for a full match: strip them. */
+    if (len >= 2 && pattern[len - 2] == '\\' && pattern[len - 1] == 'Z') {
+        size_t bs = 0; /* count the backslashes before Z: an even number means it is escaped itself */
+        while (bs < len - 1 && pattern[len - 2 - bs] == '\\') bs++;
+        if (bs % 2 == 1) len -= 2;
+    }
     rx p = {pattern, len, 0, ir, 0, 0};
     if (peek(&p, 0) == '^') p.i++;
+    else if (peek(&p, 0) == '\\' && peek(&p, 1) == 'A') p.i += 2;
     uint32_t e = parse_alt(&p);
     if (!p.rc && peek(&p, 0) == '$' && p.i + 1 == p.n) p.i++;
     if (!p.rc && p.i < p.n) rerr(&p, peek(&p, 0) == ')' ? "unbalanced ')'" : "unexpected character");
