@@ -262,6 +262,10 @@ class _Converter:
         self.strict = strict_mode
         self.any_order = any_order
         self.lenient = lenient
+        # draft-04 (and -03) integers are integer texts: 1.0 is a number, not an integer
+        dialect = schema.get("$schema") if isinstance(schema, dict) else None
+        self.integer_kind = F.INTEGER_TEXT if isinstance(dialect, str) and re.search(
+            r"draft-0[34]/", dialect) else True
         self.rules: Dict[str, str] = {}
         self.used_names = set()
         self.hoisted: Dict[str, str] = {}
@@ -1287,6 +1291,8 @@ class _Converter:
                 self.fail("multipleOf", mults[0][1], "the multiples' least common multiple is not a short decimal")
         if integer and nonint:
             return None
+        if integer:
+            integer = self.integer_kind
         try:
             return F.number_expr(lo, lo_excl, hi, hi_excl, integer, multiple,
                                  add_rule=self.add_rule, prefix=self.new_name(hint + "-num"),
@@ -1486,6 +1492,10 @@ class _Converter:
             rn = self.new_name(f"{hint}-extra")
             self.add_rule(rn, extra)
             extra = rn
+        # names known only from "required" (no "properties" anywhere) have no order to keep
+        unordered = len(items) > 1 and not any(s.get("properties") for s, _, _ in parts)
+        if unordered and len(items) <= _MAX_SUBSET_PROPS:
+            return self.obj_any_order(items, extra, min_p, max_p, d, hint)
         if self.any_order and (len(items) > 1 or (items and extra is not None)):
             if len(items) <= _MAX_SUBSET_PROPS:
                 return self.obj_any_order(items, extra, min_p, max_p, d, hint)

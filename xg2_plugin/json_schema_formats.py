@@ -393,6 +393,8 @@ def _sci(a: Fraction, a_incl: bool, b: Optional[Fraction], b_incl: bool,
 
 JSON_NUMBER = '"-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [+-]? [0-9]+)?'
 JSON_INT = '"-"? ("0" | [1-9] [0-9]*)'
+# ``integer`` value meaning "integer texts only" (draft-04: 1.0 is not an integer)
+INTEGER_TEXT = "text"
 
 
 def _as_fraction(v) -> Fraction:
@@ -441,7 +443,7 @@ def number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
     multiples of 10**-s only."""
     if nonint and notmult is None:
         notmult = 0
-    key = (_tag(lo), bool(lo_excl), _tag(hi), bool(hi_excl), bool(integer), _tag(multiple), notmult,
+    key = (_tag(lo), bool(lo_excl), _tag(hi), bool(hi_excl), integer or False, _tag(multiple), notmult,
            tuple(_tag(x) for x in exclude))
     hit = _NUMBER_CACHE.get(key)
     if hit is not None:
@@ -483,7 +485,7 @@ def _number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
     if integer and nz is not None:
         return None
     if integer and lo is None and hi is None and multiple is None:
-        return _any_integer()
+        return JSON_INT if integer == INTEGER_TEXT else _any_integer()
     if lo is None and hi is None and multiple is None:
         if not integer and nz is None:
             return JSON_NUMBER
@@ -514,6 +516,9 @@ def _number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
             fhi, fhi_excl = MAX_FLOAT, False
         if flo is None or flo < -MAX_FLOAT:
             flo, flo_excl = -MAX_FLOAT, False
+    int_text = integer == INTEGER_TEXT
+    if int_text:  # an empty range of float texts: integer texts only
+        flo, flo_excl, fhi, fhi_excl = Fraction(1), False, Fraction(-1), False
     sig = 0 if integer else None
     if multiple is not None:
         sig = s if sig is None else min(sig, s)
@@ -521,7 +526,7 @@ def _number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
         if nz is not None:
             raise NumberError("multipleOf together with non-integral numbers only")
         return _multiple_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, p, s, sig, add_rule, prefix,
-                              307 if integer else None)
+                              307 if integer else None, int_text)
     if nz is not None and sig is not None and sig <= nz:
         return None  # multiples of 10**-sig are multiples of 10**-nz
     return _range_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, sig, nz)
@@ -596,11 +601,12 @@ def _pos_float(a, a_incl, b, b_incl, sig, nz=None) -> Optional[str]:
 MAX_ENUMERATED_MULTIPLES = 1000
 
 
-def _multiple_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, p, s, sig, add_rule, prefix, max_exp):
+def _multiple_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, p, s, sig, add_rule, prefix, max_exp,
+                   int_text=False):
     k = Fraction(p, 10**s)
     # effective bounds over values (the wider of the two text kinds)
-    lo_b = flo if flo is not None else (None if ilo is None else Fraction(ilo))
-    hi_b = fhi if fhi is not None else (None if ihi is None else Fraction(ihi))
+    lo_b = flo if flo is not None and not int_text else (None if ilo is None else Fraction(ilo))
+    hi_b = fhi if fhi is not None and not int_text else (None if ihi is None else Fraction(ihi))
     if ilo is not None and lo_b is not None and ilo < lo_b:
         lo_b = Fraction(ilo)
     if ihi is not None and hi_b is not None and ihi > hi_b:
@@ -644,25 +650,27 @@ def _multiple_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, p, s, sig, add_rule, 
         raise NumberError(f"multipleOf {k} needs too large an automaton")
     alts = []
     if pos_ok or neg_ok:
-        start = mod_rules(p, s, prefix, add_rule)
-        if p > 128:
-            raise NumberError(f"multipleOf {k} needs too large an automaton for exponent forms")
-        sci = mod_sci_rules(p, s, prefix + "-e", add_rule, max_exp)
-        start = "(" + start + " | " + sci + ")"
+        start = mod_rules(p, s, prefix, add_rule, int_text)
+        if not int_text:
+            if p > 128:
+                raise NumberError(f"multipleOf {k} needs too large an automaton for exponent forms")
+            sci = mod_sci_rules(p, s, prefix + "-e", add_rule, max_exp)
+            start = "(" + start + " | " + sci + ")"
         if pos_ok:
             alts.append(start)
         if neg_ok:
             alts.append('"-" ' + start)
     if zero_ok:
-        alts.append('"-"? "0" ("." "0"+)?')
+        alts.append('"-"? "0"' if int_text else '"-"? "0" ("." "0"+)?')
     if not alts:
         return None
     return alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"
 
 
-def mod_rules(p: int, s: int, prefix: str, add_rule) -> str:
+def mod_rules(p: int, s: int, prefix: str, add_rule, int_text: bool = False) -> str:
     """A rule for integer and fixed-point texts of positive multiples of p/10**s
-    (p > 1); scientific texts are not accepted (see the module notes)."""
+    (p > 1); scientific texts are not accepted (see the module notes).  ``int_text``:
+    integer texts only (draft-04 integers)."""
     pw = [pow(10, j, p) for j in range(s + 1)]
     # states: ("i", r) integer digits (I mod p); ("f", r, j) j fraction digits read
     # (N mod p); ("z", j) "0." then j zeros.  Each: list of (digits, target), final?
@@ -676,7 +684,8 @@ def mod_rules(p: int, s: int, prefix: str, add_rule) -> str:
 
     for r in range(p):
         edges = [(ds, ("i", t)) for t, ds in step(r)]
-        edges.append((".", ("f", r, 0)))
+        if not int_text:
+            edges.append((".", ("f", r, 0)))
         graph[("i", r)] = (edges, (r * pw[s]) % p == 0)
     for j in range(s + 1):
         for r in range(p):

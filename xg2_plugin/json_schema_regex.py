@@ -1061,24 +1061,54 @@ def string_except(words, anystar: Optional[str] = None, anyone: Optional[str] = 
             node = node.setdefault(ch, {})
         node[END] = True
 
-    def rec(node) -> str:
-        alts = []
+    # Every string outside the set is a trie path w (a prefix of some word) then
+    # either the end (w itself not a word) or a character no word continues w
+    # with, then anything.  The "anything" tail and the escape spellings are
+    # shared by all paths (factored out): one copy each, not one per trie node.
+    def diverge(node):  # (paths ending in a diverging character, paths allowing an escape)
+        alts, esc_alts = [], []
         chars = [k for k in node if k is not END]
         for ch in sorted(chars):
-            alts.append(encode_char(ch) + " " + rec(node[ch]))
+            d, e = diverge(node[ch])
+            if d:
+                alts.append(encode_char(ch) + " " + d)
+            if e:
+                esc_alts.append(encode_char(ch) + ("" if e == '""' else " " + e))
         # (the canonical reading is exact: a character of another spelling is
         # refused here, and the excluded names are only ever spelled canonically)
         other = cs_diff(ALL, cs_of("".join(chars)))
         if other:
             if anyone and other == ALL:
-                head = anyone
+                alts.append(anyone)
             elif escapes and all(0x20 <= ord(c) <= 0x7E and c not in '"\\' for c in chars):
-                head = "(%s | %s)" % (class_text(cs_diff(_RAW_OK, cs_of("".join(chars)))), escapes)
+                raw = cs_diff(_RAW_OK, cs_of("".join(chars)))
+                if raw:
+                    alts.append(class_text(raw))
+                esc_alts.append('""')
             else:
-                head = encode_set_canonical(other)
-            alts.append(head + " " + anystar)
+                alts.append(encode_set_canonical(other))
+        return _alts(alts), _alts(esc_alts)
+
+    def unfinished(node):  # trie paths that are not words
+        alts = [encode_char(ch) + ("" if u == '""' else " " + u)
+                for ch in sorted(k for k in node if k is not END) for u in [unfinished(node[ch])] if u]
         if END not in node:
             alts.append('""')
-        return "(" + " | ".join(alts) + ")"
+        return _alts(alts)
 
-    return rec(root)
+    d, e = diverge(root)
+    heads = [x for x in (d, None if e is None else (e + " " + escapes if e != '""' else escapes)) if x]
+    out = []
+    if heads:
+        out.append(_alts(heads) + " " + anystar)
+    u = unfinished(root)
+    if u:
+        out.append(u)
+    return _alts(out) or '""'
+
+
+def _alts(alts) -> Optional[str]:
+    """One EBNF alternation of the expressions, None when there are none."""
+    if not alts:
+        return None
+    return alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"

@@ -242,6 +242,17 @@ static int build_lookaheads(xg2_grammar *g, const uint8_t *want) {
     return rc;
 }
 
+/* Byte classes of a rule are contiguous ranges: lo[k] is the first byte of
+ * class k, lo[count] = 256.  Returns the number of classes. */
+static uint32_t class_bounds(const uint8_t *cm, uint16_t lo[257]) {
+    uint32_t k = 0;
+    lo[0] = 0;
+    for (int b = 1; b < 256; b++)
+        if (cm[b] != cm[b - 1]) lo[++k] = (uint16_t)b;
+    lo[++k] = 256;
+    return k;
+}
+
 /* ---- FIRST and FOLLOW byte sets ---- */
 
 static int bs_or(xg2_byteset *a, const xg2_byteset *b) {
@@ -262,10 +273,18 @@ static int compute_follow(xg2_grammar *g) {
     xg2_byteset *first = xg2__calloc(ns ? ns : 1, sizeof(xg2_byteset));
     g->follow = xg2__calloc(nr ? nr : 1, sizeof(xg2_byteset));
     if (!first || !g->follow) { xg2__free(first); return XG2_NOMEM(); }
-    for (uint32_t s = 0; s < ns; s++) {
-        if (!(g->states[s].flags & SF_BYTES)) continue;
-        for (int c = 0; c < 256; c++)
-            if (xg2__step(g, s, (uint8_t)c) != XG2_NONE) byteset_add(&first[s], (unsigned)c);
+    for (uint32_t r = 0; r < nr; r++) {
+        const xg2_rule *rt = &g->rules[r];
+        if (rt->start == XG2_NONE || rt->kind != RK_FSM) continue;
+        uint16_t lo[257];
+        uint32_t nc = class_bounds(g->classmaps + g->states[rt->start].cls, lo);
+        for (uint32_t s = rt->start; s < rt->start + rt->n_states; s++) {
+            if (!(g->states[s].flags & SF_BYTES)) continue;
+            const uint32_t *row = g->trans + g->states[s].row;
+            for (uint32_t k = 0; k < nc; k++)
+                if (row[k] != XG2_NONE)
+                    for (unsigned c = lo[k]; c < lo[k + 1]; c++) byteset_add(&first[s], c);
+        }
     }
     for (int changed = 1; changed;) {
         changed = 0;
@@ -341,46 +360,58 @@ static int cmp_u64(const void *a, const void *b) {
  * tags and bounds, byte ranges with targets, rule edges without their targets'
  * identity (those come in by refinement), lookahead automaton, repetition
  * bounds.  Two seeds give 128 bits. */
-static void rule_h0(const xg2_grammar *g, uint32_t r, uint64_t seed, uint64_t *out) {
+/* Both 64-bit halves of a rule's own key in one pass over its states (the
+ * byte loop dominates compile time on grammars with many states). */
+static void rule_h0(const xg2_grammar *g, uint32_t r, uint64_t out[2]) {
     const xg2_rule *rt = &g->rules[r];
-    uint64_t h = xg2__mix64(seed, rt->kind);
+    uint64_t h[2] = {0x243f6a8885a308d3ull, 0x13198a2e03707344ull};
+#define MIX2(v) do { uint64_t v_ = (v); h[0] = xg2__mix64(h[0], v_); h[1] = xg2__mix64(h[1], v_); } while (0)
+    MIX2(rt->kind);
     if (rt->kind == RK_REPEAT) {
-        h = xg2__mix64(h, (uint64_t)(uint32_t)rt->min << 32 | (uint32_t)rt->max);
-        *out = h;
+        MIX2((uint64_t)(uint32_t)rt->min << 32 | (uint32_t)rt->max);
+        out[0] = h[0];
+        out[1] = h[1];
         return;
     }
-    h = xg2__mix64(h, rt->n_states);
+    MIX2(rt->n_states);
+    uint16_t lo[257];
+    uint32_t nc = rt->n_states ? class_bounds(g->classmaps + g->states[rt->start].cls, lo) : 0;
     for (uint32_t i = 0; i < rt->n_states; i++) {
         uint32_t s = rt->start + i;
         const xg2_state *st = &g->states[s];
-        h = xg2__mix64(h, (uint64_t)(st->flags & (SF_FINAL | SF_BYTES | SF_REFS)) << 32 | st->ref_n);
+        MIX2((uint64_t)(st->flags & (SF_FINAL | SF_BYTES | SF_REFS)) << 32 | st->ref_n);
         if (st->loop) {
             const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
-            h = xg2__mix64(h, (uint64_t)(st->loop & 1) << 63 | (uint64_t)(uint32_t)l->min << 32 | (uint32_t)l->max);
-            for (int w = 0; w < 4; w++) h = xg2__mix64(h, l->first.w[w]);
+            MIX2((uint64_t)(st->loop & 1) << 63 | (uint64_t)(uint32_t)l->min << 32 | (uint32_t)l->max);
+            for (int w = 0; w < 4; w++) MIX2(l->first.w[w]);
         }
         if (st->flags & SF_BYTES) {
-            uint32_t prev = XG2_NONE, lo = 0;
-            for (int c = 0; c <= 256; c++) {
-                uint32_t t = c < 256 ? xg2__step(g, s, (uint8_t)c) : XG2_NONE - 1;
+            /* maximal byte runs with one target: independent of how classes are cut */
+            const uint32_t *row = g->trans + st->row;
+            uint32_t prev = XG2_NONE, run_lo = 0;
+            for (uint32_t k = 0; k <= nc; k++) {
+                uint32_t t = k < nc ? row[k] : XG2_NONE - 1;
                 if (t == prev) continue;
-                if (prev != XG2_NONE) h = xg2__mix64(h, (uint64_t)lo << 40 | (uint64_t)(c - 1) << 32 | (prev - rt->start));
+                if (prev != XG2_NONE)
+                    MIX2((uint64_t)run_lo << 40 | (uint64_t)(lo[k] - 1) << 32 | (prev - rt->start));
                 prev = t;
-                lo = (uint32_t)c;
+                run_lo = lo[k < nc ? k : nc];
             }
         }
         const xg2_ref *e = g->refs_tab + st->ref_off;
-        for (uint32_t j = 0; j < st->ref_n; j++) h = xg2__mix64(h, e[j].to - rt->start);
+        for (uint32_t j = 0; j < st->ref_n; j++) MIX2(e[j].to - rt->start);
     }
     if (rt->lookahead >= 0) {
         uint32_t base = g->la_start[rt->lookahead];
         uint32_t end = (uint32_t)rt->lookahead + 1 < g->n_la ? g->la_start[rt->lookahead + 1] : g->n_la_states;
         for (uint32_t q = base; q < end; q++) {
-            h = xg2__mix64(h, g->la_final[q]);
-            for (int c = 0; c < 256; c++) h = xg2__mix64(h, (uint64_t)(uint32_t)(g->la_trans[(size_t)q * 256 + c] - (int32_t)base));
+            MIX2(g->la_final[q]);
+            for (int c = 0; c < 256; c++) MIX2((uint64_t)(uint32_t)(g->la_trans[(size_t)q * 256 + c] - (int32_t)base));
         }
     }
-    *out = h;
+#undef MIX2
+    out[0] = h[0];
+    out[1] = h[1];
 }
 
 /* Rule keys refined until stable: h_{i+1}(r) = mix(h0(r), h_i of the rules r
@@ -397,8 +428,7 @@ static int compute_skeys(xg2_grammar *g) {
     if (!h0 || !h || !hn || !sorted || !g->skey) { rc = XG2_NOMEM(); goto out; }
     for (uint32_t r = 0; r < nr; r++) {
         if (g->rules[r].start == XG2_NONE) { h0[r][0] = h0[r][1] = 0; continue; }
-        rule_h0(g, r, 0x243f6a8885a308d3ull, &h0[r][0]);
-        rule_h0(g, r, 0x13198a2e03707344ull, &h0[r][1]);
+        rule_h0(g, r, h0[r]);
     }
     memcpy(h, h0, sizeof *h * nr);
     uint32_t classes = 0;

@@ -238,6 +238,23 @@ def test_draft4_boolean_exclusive_bounds():
         assert accepts(c, json.dumps(v)) == want, v
 
 
+@pytest.mark.parametrize("extra", [{}, {"minimum": -20, "maximum": 300}, {"multipleOf": 3},
+                                   {"multipleOf": 4, "minimum": 0, "maximum": 100}])
+def test_draft4_integers_are_integer_texts(extra):
+    # draft-04: 1.0 is a number but not an integer; later drafts: it is an integer
+    rng = random.Random(5)
+    values = [0, 3, 12, -12, 99, 300, 12345, 12.0, 12345.0, 0.0, -3.0, 1.5, 1e20]
+    values += [rng.randint(-50, 400) for _ in range(60)] + [float(rng.randint(-50, 400)) for _ in range(30)]
+    for draft, float_ok in (("http://json-schema.org/draft-04/schema#", False),
+                            ("https://json-schema.org/draft/2020-12/schema", True)):
+        schema = {"$schema": draft, "type": "integer", **extra}
+        c = compile_schema(schema)
+        for v in values:
+            integral = float(v).is_integer() and (float_ok or isinstance(v, int))
+            want = integral and jsonschema.Draft202012Validator(dict(extra)).is_valid(v)
+            assert accepts(c, json.dumps(v)) == want, (draft, extra, v)
+
+
 @pytest.mark.parametrize("schema", [
     {"type": "integer", "multipleOf": 3},
     {"type": "integer", "multipleOf": 2, "minimum": 0},
@@ -477,6 +494,24 @@ def test_extra_key_cannot_be_a_declared_name_in_disguise():
     # declared name is refused rather than risk an extra key equal to it.
     assert not accepts(c, '{"\\u0061": 1}')
     assert not accepts(c, '{"a": 1, "a": "y"}')
+
+
+@pytest.mark.parametrize("schema", [
+    {"dependentRequired": {"bar": ["foo"]}},
+    {"dependentRequired": {"quux": ["foo", "bar"]}},
+    {"type": "object", "required": ["b", "a", "c"]},
+])
+def test_names_only_required_come_in_any_order(schema):
+    # without "properties" the schema gives no order: every order of the keys is valid
+    import itertools
+    c = compile_schema(schema, strict_mode=False)
+    names = sorted({n for v in schema.get("dependentRequired", {}).items() for n in [v[0], *v[1]]}
+                   | set(schema.get("required", [])))
+    validator = Draft202012Validator(schema)
+    for r in range(len(names) + 1):
+        for keys in itertools.permutations(names, r):
+            inst = {k: i for i, k in enumerate(keys)}
+            assert accepts(c, json.dumps(inst)) == validator.is_valid(inst), inst
 
 
 @pytest.mark.parametrize("schema", [
