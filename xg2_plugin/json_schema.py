@@ -162,6 +162,16 @@ def _json_type(v) -> str:
     raise GrammarError(f"not a JSON value: {v!r}")
 
 
+def _scalar_key(v):
+    """A hashable key equal for equal JSON scalars (1 and 1.0 alike, True apart
+    from 1); None for arrays and objects."""
+    if v is None or isinstance(v, (bool, str)):
+        return (type(v).__name__, v)
+    if isinstance(v, (int, float)):
+        return ("number", v)  # Python compares int and float exactly, and hashes them alike
+    return None
+
+
 def _json_equal(a, b) -> bool:
     ta, tb = _json_type(a), _json_type(b)
     if ta in ("int", "frac") and tb in ("int", "frac"):
@@ -267,6 +277,7 @@ class _Converter:
         self.integer_kind = F.INTEGER_TEXT if isinstance(dialect, str) and re.search(
             r"draft-0[34]/", dialect) else True
         self.rules: Dict[str, str] = {}
+        self.enum_index: Dict[int, Any] = {}
         self.used_names = set()
         self.hoisted: Dict[str, str] = {}
         self.name_bases: Dict[str, str] = {}
@@ -1050,6 +1061,27 @@ class _Converter:
         raise GrammarError(f"not a JSON value: {v!r}")
 
     # ------------------------------------------------------------------ mini validator
+    def in_enum(self, v, members) -> bool:
+        """v equals a member of the enum list (hashed: enums of thousands of values
+        are checked member by member against themselves)."""
+        if not isinstance(members, list) or len(members) < 16:
+            return any(_json_equal(v, w) for w in members)
+        entry = self.enum_index.get(id(members))
+        if entry is None or entry[0] is not members:
+            scalars, others = set(), []
+            for w in members:
+                key = _scalar_key(w)
+                if key is None:
+                    others.append(w)
+                else:
+                    scalars.add(key)
+            entry = (members, scalars, others)
+            self.enum_index[id(members)] = entry
+        key = _scalar_key(v)
+        if key is not None:
+            return key in entry[1]
+        return any(_json_equal(v, w) for w in entry[2])
+
     def check(self, v, s, path, skip=frozenset()) -> bool:
         """Whether value v is valid under schema s (used for enum filtering)."""
         if s is True:
@@ -1069,7 +1101,7 @@ class _Converter:
                 if t not in ts:
                     return False
             elif k == "enum":
-                if not any(_json_equal(v, w) for w in x):
+                if not self.in_enum(v, x):
                     return False
             elif k == "const":
                 if not _json_equal(v, x):

@@ -76,14 +76,9 @@ static uint32_t guard_intern(xg2_guards *G, const uint32_t *m, uint32_t n) {
     return count;
 }
 
-static int cmp_u32(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
 static uint32_t sort_intern(xg2_parser *p) {
     xg2_u32vec *t = &p->tmp;
-    if (t->n > 1) qsort(t->a, t->n, sizeof(uint32_t), cmp_u32);
+    xg2__sort_u32(t->a, t->n);
     uint32_t k = 0;
     for (uint32_t i = 0; i < t->n; i++)
         if (!k || t->a[k - 1] != t->a[i]) t->a[k++] = t->a[i];

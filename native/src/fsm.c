@@ -273,11 +273,6 @@ static void free_csr(nfa_csr *c) {
     vec_free(&c->stack);
 }
 
-static int cmp_u32(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Epsilon closure of seeds (in place): sorted, unique. */
 static int closure(nfa_csr *c, xg2_u32vec *set) {
     if (++c->stamp == 0) {
@@ -304,7 +299,7 @@ static int closure(nfa_csr *c, xg2_u32vec *set) {
             if (vec_push(set, t) || vec_push(&c->stack, t)) return XG2_NOMEM();
         }
     }
-    if (set->n > 1) qsort(set->a, set->n, sizeof(uint32_t), cmp_u32);
+    xg2__sort_u32(set->a, set->n);
     return XG2_OK;
 }
 
@@ -474,6 +469,16 @@ static int set_tag(const nfa_csr *c, const uint32_t *m, uint32_t n, uint32_t *ta
     return XG2_OK;
 }
 
+/* The interval [pts[k], pts[k+1]) that holds byte b (pts ascending, distinct). */
+static uint32_t interval_of(const uint32_t *pts, uint32_t np, uint32_t b) {
+    uint32_t lo = 0, hi = np - 1; /* pts[lo] <= b < pts[hi] */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (pts[mid] <= b) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
 /* Subset construction.  Returns XG2_ERR_LIMIT (message set) past `limit` states,
  * XG2__LOOP_CONFLICT (out->conflict_expr set) for a loop that must be a rule. */
 static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
@@ -484,6 +489,7 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
     revec redges = {0}, re = {0};
     VEC(uint8_t) final = {0};
     VEC(uint32_t) bsrc = {0}; /* loop tag of each gathered byte edge's source */
+    xg2_u32vec bstart = {0}, bitems = {0}; /* byte edges bucketed by interval */
     xg2_loop_info *loops = NULL;
     xg2_u32vec estack = {0};
     uint8_t *eseen = NULL;
@@ -534,14 +540,41 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
         pts.n = 0;
         for (uint32_t k = 0; k < bedges.n; k++)
             if (vec_push(&pts, bedges.a[k].lo) || vec_push(&pts, bedges.a[k].hi + 1)) goto oom;
-        if (pts.n > 1) qsort(pts.a, pts.n, sizeof(uint32_t), cmp_u32);
-        for (uint32_t k = 0; k + 1 < pts.n; k++) {
-            uint32_t lo = pts.a[k], hi = pts.a[k + 1] - 1;
-            if (pts.a[k + 1] == lo) continue;
+        xg2__sort_u32(pts.a, pts.n);
+        uint32_t np = 0; /* distinct boundaries: interval k is [pts[k], pts[k+1]) */
+        for (uint32_t k = 0; k < pts.n; k++)
+            if (!np || pts.a[np - 1] != pts.a[k]) pts.a[np++] = pts.a[k];
+        pts.n = np;
+        /* Bucket the edges by the intervals they cover (one pass per edge, not
+         * one scan of all edges per interval: wide alternations stay linear). */
+        uint32_t nint = np ? np - 1 : 0;
+        if (vec_reserve(&bstart, (uint64_t)nint + 1)) goto oom;
+        memset(bstart.a, 0, sizeof(uint32_t) * (nint + 1));
+        bstart.n = nint + 1;
+        uint64_t total = 0;
+        for (uint32_t j = 0; j < bedges.n; j++) {
+            uint32_t k0 = interval_of(pts.a, np, bedges.a[j].lo), k1 = interval_of(pts.a, np, bedges.a[j].hi);
+            for (uint32_t k = k0; k <= k1; k++) bstart.a[k]++;
+            total += k1 - k0 + 1;
+        }
+        if (vec_reserve(&bitems, total)) goto oom;
+        for (uint32_t k = 0, acc = 0; k <= nint; k++) {
+            uint32_t c0 = bstart.a[k];
+            bstart.a[k] = acc;
+            acc += c0;
+        }
+        for (uint32_t j = 0; j < bedges.n; j++) { /* ascending j inside each bucket */
+            uint32_t k0 = interval_of(pts.a, np, bedges.a[j].lo), k1 = interval_of(pts.a, np, bedges.a[j].hi);
+            for (uint32_t k = k0; k <= k1; k++) bitems.a[bstart.a[k]++] = j;
+        }
+        for (uint32_t k = 0, from = 0; k < nint; k++) {
+            uint32_t lo = pts.a[k], hi = pts.a[k + 1] - 1, to = bstart.a[k];
+            uint32_t first_item = from;
+            from = to;
             set.n = 0;
             int from_loop = 0, from_outside = 0;
-            for (uint32_t j = 0; j < bedges.n; j++) {
-                if (!(bedges.a[j].lo <= lo && lo <= bedges.a[j].hi)) continue;
+            for (uint32_t q = first_item; q < to; q++) {
+                uint32_t j = bitems.a[q];
                 if (vec_push(&set, bedges.a[j].to)) goto oom;
                 if (bsrc.a[j]) from_loop = 1; else from_outside = 1;
             }
@@ -605,6 +638,8 @@ out:
     vec_free(&tags);
     vec_free(&bedges);
     vec_free(&bsrc);
+    vec_free(&bstart);
+    vec_free(&bitems);
     vec_free(&br);
     vec_free(&redges);
     vec_free(&re);

@@ -19,6 +19,7 @@
 #define XG2_MAX_RULES (1 << 20)         /* rules after normalisation */
 #define XG2_MAX_REPEAT (1 << 24)        /* bound in {n,m} */
 #define XG2_UNROLL_LIMIT 32             /* {n,m} with m <= this is unrolled into the FSM */
+#define XG2_UNROLL_BUDGET 2048          /* ... and so is a larger one whose unrolled size stays below this */
 #define XG2_MAX_NFA_STATES (1 << 22)    /* per rule, before determinisation */
 #define XG2_MAX_DFA_STATES 20000        /* per rule; larger rules are split */
 #define XG2_MAX_TOTAL_STATES (1 << 24)  /* per grammar */
@@ -65,6 +66,7 @@ XG2_HIDDEN void xg2__free(void *p);
         uint32_t n, cap; \
     }
 XG2_HIDDEN int xg2__vec_grow(void **a, uint32_t *cap, size_t elem, uint64_t need);
+XG2_HIDDEN void xg2__sort_u32(uint32_t *a, uint32_t n);
 #define vec_reserve(v, need)                                                              \
     ((uint64_t)(need) <= (v)->cap                                                         \
          ? 0                                                                              \

@@ -430,6 +430,48 @@ typedef VEC(uint8_t) u8vec;
 
 XG2_HIDDEN int xg2__fsm_unit_pattern(const xg2_ir *ir, uint32_t expr);
 
+/* Rough automaton size of an expression (a byte, a class as its longest UTF-8
+ * sequence; references count one), saturating at `cap`. */
+static uint64_t expr_weight(const xg2_ir *ir, uint32_t id, uint64_t cap, int depth) {
+    const xg2_expr *e = &ir->exprs.a[id];
+    if (depth > 4 * XG2_MAX_NEST_DEPTH) return cap;
+    uint64_t w = 0;
+    switch (e->kind) {
+    case XE_BYTES: w = e->n; break;
+    case XE_CLASS: { /* the UTF-8 length of its largest code point */
+        uint32_t hi = 0x10FFFF;
+        if (!(e->flags & XF_NEGATED)) {
+            hi = 0;
+            for (uint32_t i = 0; i < e->n; i++)
+                if (ir->pool.a[e->a + 2 * i + 1] > hi) hi = ir->pool.a[e->a + 2 * i + 1];
+        }
+        w = hi < 0x80 ? 1 : hi < 0x800 ? 2 : hi < 0x10000 ? 3 : 4;
+        break;
+    }
+    case XE_SEQ:
+    case XE_CHOICE:
+        for (uint32_t i = 0; i < e->n && w < cap; i++) w += expr_weight(ir, ir->pool.a[e->a + i], cap, depth + 1);
+        break;
+    case XE_REPEAT: {
+        uint64_t k = e->max >= 0 ? (uint64_t)e->max : (uint64_t)e->min + 1;
+        w = expr_weight(ir, e->a, cap, depth + 1) * (k ? k : 1);
+        break;
+    }
+    default: w = 1;
+    }
+    return w < cap ? w : cap;
+}
+
+/* A repetition is compressed (counted) only when unrolling it would cost
+ * more automaton than the budget: small bodies repeated a few dozen times
+ * (a hostname label's {0,61}) stay plain automata, which mask fast. */
+static int large_repeat(const xg2_ir *ir, const xg2_expr *e) {
+    uint64_t count = e->max >= 0 ? (uint64_t)e->max : (uint64_t)e->min;
+    if (count <= XG2_UNROLL_LIMIT) return 0;
+    if (count > XG2_UNROLL_BUDGET) return 1;
+    return count * expr_weight(ir, e->a, XG2_UNROLL_BUDGET + 1, 0) > XG2_UNROLL_BUDGET;
+}
+
 /* Can `id` be the child of a counted loop?  Plain bytes only: no references,
  * intrinsics, or large repetitions of its own; the automaton check (non-empty,
  * self-delimiting) is fsm.c's. */
@@ -440,7 +482,7 @@ static int plain_bytes(const xg2_ir *ir, uint32_t id, int depth) {
     case XE_EMPTY: case XE_BYTES: case XE_CLASS: return 1;
     case XE_REPEAT:
         if (e->flags & XF_COUNTED) return 0;
-        if (e->max >= 0 ? e->max > XG2_UNROLL_LIMIT : e->min > XG2_UNROLL_LIMIT) return 0;
+        if (large_repeat(ir, e)) return 0;
         return plain_bytes(ir, e->a, depth + 1);
     case XE_SEQ:
     case XE_CHOICE:
@@ -472,7 +514,7 @@ static uint32_t extract_repeats(xg2_ir *ir, uint32_t id, uint32_t rule, u8vec *n
     if (e.kind != XE_REPEAT) return id;
     uint32_t child = extract_repeats(ir, e.a, rule, nullable, depth + 1);
     if (ir->err) return id;
-    int large = e.max >= 0 ? e.max > XG2_UNROLL_LIMIT : e.min > XG2_UNROLL_LIMIT;
+    int large = large_repeat(ir, &e);
     if (!large) return child == e.a ? id : xg2__ir_repeat(ir, child, e.min, e.max);
     if (plain_bytes(ir, child, 0)) {
         int unit = xg2__fsm_unit_pattern(ir, child);

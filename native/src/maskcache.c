@@ -62,10 +62,11 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, const xg2_s
         if (l->max >= 0 && (uint32_t)l->max - count < xg2__count_far(v)) return 0;
         may_leave = count >= (uint32_t)l->min;
     }
-    uint64_t seen[SLICE_PAIR_LIMIT];
+    /* seen pairs: open addressing (keys + 1; 0 = empty), twice the pair limit */
+    uint64_t seen[2 * SLICE_PAIR_LIMIT] = {0};
     uint32_t stack_a[SLICE_PAIR_LIMIT], stack_q[SLICE_PAIR_LIMIT];
-    uint32_t n_seen = 0, sp = 0;
-    seen[n_seen++] = (uint64_t)q;
+    uint32_t n_seen = 1, sp = 0;
+    seen[xg2__mix64(0, q) & (2 * SLICE_PAIR_LIMIT - 1)] = (uint64_t)q + 1;
     stack_a[sp] = 0;
     stack_q[sp++] = q;
     while (sp) {
@@ -83,12 +84,13 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, const xg2_s
             } else if (lt && (lt >> 1) != loop) {
                 return 0; /* enters another loop */
             }
-            uint64_t key = (uint64_t)row[c] << 32 | t;
-            uint32_t k = 0;
-            while (k < n_seen && seen[k] != key) k++;
-            if (k < n_seen) continue;
+            uint64_t key = ((uint64_t)row[c] << 32 | t) + 1;
+            uint32_t h = (uint32_t)xg2__mix64(0, key - 1) & (2 * SLICE_PAIR_LIMIT - 1);
+            while (seen[h] && seen[h] != key) h = (h + 1) & (2 * SLICE_PAIR_LIMIT - 1);
+            if (seen[h]) continue;
             if (n_seen == SLICE_PAIR_LIMIT) return 0;
-            seen[n_seen++] = key;
+            seen[h] = key;
+            n_seen++;
             stack_a[sp] = (uint32_t)row[c];
             stack_q[sp++] = t;
         }
@@ -138,6 +140,90 @@ static int slice_loops(const xg2_grammar *g, const xg2_vocab *v, const xg2_slice
     return 1;
 }
 
+static int is_pure(const xg2_grammar *g, uint32_t s) {
+    return !(g->states[s].flags & (SF_REFS | SF_REPEAT));
+}
+
+/* A bounded run of the slice's class from q (a string of at most r characters:
+ * maxLength, or a counted loop near its maximum): every class string of at
+ * most r characters stays inside the rule, and the first byte of any further
+ * character is refused, in every configuration alike.  Then the slice's
+ * members of at most r characters are accepted in bulk (upto[r]), its longer
+ * members refused, and only `rest` is walked.  Returns 1 with *r (capped at
+ * XG2_SLICE_MAX_CHARS), or 0 when the state is not such a run. */
+static int slice_bounded(const xg2_grammar *g, const xg2_slice *s, uint32_t q, uint32_t count,
+                         const xg2_byteset *follow, uint32_t *r) {
+    enum { CAP = 256 };
+    uint32_t cur_t[CAP], cur_n[CAP], nxt_t[CAP], nxt_n[CAP], n_cur = 1, n_nxt;
+    uint32_t st_a[CAP], st_t[CAP], st_n[CAP], sp;
+    uint32_t mid_a[CAP], mid_t[CAP], mid_n[CAP], n_mid;
+    cur_t[0] = q;
+    cur_n[0] = count;
+    for (uint32_t k = 0; k < XG2_SLICE_MAX_CHARS; k++) {
+        int first_alive = -1;
+        n_nxt = n_mid = 0;
+        sp = 0;
+        for (uint32_t i = 0; i < n_cur; i++) {
+            st_a[sp] = 0;
+            st_t[sp] = cur_t[i];
+            st_n[sp++] = cur_n[i];
+        }
+        while (sp) {
+            sp--;
+            uint32_t a = st_a[sp], t = st_t[sp], n = st_n[sp];
+            /* the rule may end here with a class byte next: tokens could be uncertain */
+            int may_end = (g->states[t].flags & SF_FINAL) && xg2__loop_may_end(g, t, n);
+            const int32_t *row = s->dfa + 256 * a;
+            for (int c = 0; c < 256; c++) {
+                if (row[c] < 0) continue;
+                if (may_end && byteset_has(follow, (unsigned)c)) return 0;
+                uint32_t t2 = xg2__step(g, t, (uint8_t)c), n2 = 0;
+                if (t2 != XG2_NONE && g->n_loops) n2 = xg2__loop_step(g, t, t2, (uint8_t)c, n);
+                int alive = t2 != XG2_NONE && n2 != UINT32_MAX;
+                if (a == 0) { /* a character starts: alive everywhere or nowhere */
+                    if (first_alive < 0) first_alive = alive;
+                    else if (first_alive != alive) return 0;
+                    if (!alive) continue;
+                } else if (!alive) {
+                    return 0;
+                }
+                if (!is_pure(g, t2)) return 0;
+                uint32_t a2 = (uint32_t)row[c];
+                if (s->dfa_final[a2]) {
+                    uint32_t j = 0;
+                    while (j < n_nxt && !(nxt_t[j] == t2 && nxt_n[j] == n2)) j++;
+                    if (j == n_nxt) {
+                        if (n_nxt == CAP) return 0;
+                        nxt_t[n_nxt] = t2;
+                        nxt_n[n_nxt++] = n2;
+                    }
+                } else { /* inside a character: each configuration once per level */
+                    uint32_t j = 0;
+                    while (j < n_mid && !(mid_a[j] == a2 && mid_t[j] == t2 && mid_n[j] == n2)) j++;
+                    if (j < n_mid) continue;
+                    if (n_mid == CAP || sp == CAP) return 0;
+                    mid_a[n_mid] = a2;
+                    mid_t[n_mid] = t2;
+                    mid_n[n_mid++] = n2;
+                    st_a[sp] = a2;
+                    st_t[sp] = t2;
+                    st_n[sp++] = n2;
+                }
+            }
+        }
+        if (first_alive == 0) { /* character k + 1 is refused: members of at most k */
+            *r = k;
+            return 1;
+        }
+        if (first_alive < 0) return 0;
+        memcpy(cur_t, nxt_t, sizeof(uint32_t) * n_nxt);
+        memcpy(cur_n, nxt_n, sizeof(uint32_t) * n_nxt);
+        n_cur = n_nxt;
+    }
+    *r = XG2_SLICE_MAX_CHARS; /* members of up to 32 characters all live; longer ones are in rest */
+    return 1;
+}
+
 /* ---- the local walk ---- */
 
 typedef struct {
@@ -150,10 +236,6 @@ typedef struct {
     uint8_t *comp;       /* comp[d]: the root rule can have ended after d bytes */
     const xg2_byteset *follow;
 } walker;
-
-static int is_pure(const xg2_grammar *g, uint32_t s) {
-    return !(g->states[s].flags & (SF_REFS | SF_REPEAT));
-}
 
 /* Walk trie t from the item's start configuration; OR accepted tokens into
  * acc, append uncertain ones to unc. */
@@ -319,6 +401,16 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
                 t = &s->rest;
                 break;
             }
+        }
+        for (int k = 0; k < XG2_N_SLICES && t == &v->trie; k++) {
+            const xg2_slice *s = &v->slices[k];
+            uint32_t r;
+            if (!s->rest.nodes || !slice_bounded(g, s, it->state, it->count, w.follow, &r)) continue;
+            if (r) {
+                const uint32_t *up = s->upto + (size_t)(r - 1) * words;
+                for (size_t i = 0; i < words; i++) acc[i] |= up[i];
+            }
+            t = &s->rest;
         }
     } else {
         w.earley_from = 0;

@@ -67,3 +67,43 @@ int xg2__charvec_printf(xg2_charvec *v, const char *fmt, ...) {
     v->n += (uint32_t)need;
     return 0;
 }
+
+/* In-place ascending sort of 32-bit keys: insertion sort for short runs,
+ * quicksort (median of three) otherwise, recursing on the smaller side only
+ * so the stack stays O(log n).  Replaces qsort, whose comparator calls and
+ * scratch allocations dominated automaton construction. */
+void xg2__sort_u32(uint32_t *a, uint32_t n) {
+    while (n > 16) {
+        uint32_t x = a[0], y = a[n / 2], z = a[n - 1];
+        uint32_t pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        uint32_t i = 0, j = n - 1;
+        for (;;) {
+            while (a[i] < pivot) i++;
+            while (a[j] > pivot) j--;
+            if (i >= j) break;
+            uint32_t t = a[i];
+            a[i] = a[j];
+            a[j] = t;
+            i++;
+            j--;
+        }
+        /* a[0..j] <= pivot <= a[j+1..n) */
+        uint32_t left = j + 1, right = n - left;
+        if (left < right) {
+            xg2__sort_u32(a, left);
+            a += left;
+            n = right;
+        } else {
+            xg2__sort_u32(a + left, right);
+            n = left;
+        }
+    }
+    for (uint32_t i = 1; i < n; i++) {
+        uint32_t v = a[i], k = i;
+        while (k > 0 && a[k - 1] > v) {
+            a[k] = a[k - 1];
+            k--;
+        }
+        a[k] = v;
+    }
+}

@@ -111,13 +111,42 @@ def test_json_schema_mask_matches_matcher(deepseek, index):
     cases = _get_cases()
     assert index < len(cases), f"only {len(cases)} BFCL functions usable"
     name, schema, inst = cases[index]
-    vocab = deepseek
+    check_instance(deepseek, schema, inst, [99, index], name)
+
+
+# Bounded strings: short bounds unroll into plain automata, long ones run as
+# counted loops; near the bound their masks come from length-bounded slices.
+BOUNDED = [
+    ({"type": "string", "maxLength": 5}, ["abcde", "ab", "", "\u00e9t\u00e9"]),
+    ({"type": "string", "maxLength": 32}, ["my_redshift_database", "x" * 31 + "y", "naïve café — ünïcødé ✓ 日本語"]),
+    ({"type": "string", "minLength": 3, "maxLength": 40}, ["abc", "hello world, this is forty characters!!", "tab\there"]),
+    ({"type": "string", "maxLength": 64, "minLength": 1}, ["localhost", "a" * 64, "quote \" inside"]),
+    ({"type": "string", "maxLength": 100}, ["words " * 16, "emoji 😀😀😀 and more"]),
+    ({"type": "string", "maxLength": 200}, ["long " * 39, "x" * 200]),
+    ({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "id": {"type": "integer"}},
+      "required": ["name"]}, [{"name": "ab cd ef gh", "id": 3}, {"name": "twelve chars"}]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BOUNDED)))
+def test_bounded_string_masks_match_matcher(deepseek, mistral, case):
+    schema, instances = BOUNDED[case]
+    for vocab in (deepseek, mistral):
+        for j, inst in enumerate(instances):
+            if isinstance(inst, str):
+                inst = json.loads(json.dumps(inst).replace("\\\\", "\\"))  # keep the escapes written above
+            check_instance(vocab, schema, inst, [7, case, j], f"bounded {case}.{j}")
+
+
+def check_instance(vocab, schema, inst, seed, name):
+    """At every step of json.dumps(inst): allowed tokens are accepted, a sample of the
+    others rejected, the stop token allowed exactly when complete (per jsonschema)."""
     V = vocab.vocab_size
     validator = jsonschema.Draft202012Validator(schema)
     compiled = vocab.compiler.compile_json_schema(schema, strict_mode=False)
     text = json.dumps(inst)
     ids = vocab.encode(text)
-    rng = np.random.default_rng([99, index])
+    rng = np.random.default_rng(seed)
     m = xgr.GrammarMatcher(compiled)
     so_far = b""
     for k, t in enumerate(ids + [vocab.stop_id]):
