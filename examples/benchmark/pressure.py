@@ -563,15 +563,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     result = run_pressure(opts, cases, engines)
     wall = time.perf_counter() - t0
     text = "\n".join(header) + "\n" + report(opts, result, cases, engines) + f"\n\nWall time {wall:.0f} s.\n"
-    print(text)
-    if opts.out:
-        with open(opts.out, "w", encoding="utf-8") as f:
-            f.write(text)
-    if opts.json:
-        doc = {"mode": "pressure", "environment": env, "options": vars(opts), "engines": engines,
-               "schemas": [{"id": c.id, "tests": len(c.tests)} for c in cases], **result}  # fmt: skip
-        with open(opts.json, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=True, default=str)
+    speed.write_report(opts, text, {"mode": "pressure", "environment": env, "options": vars(opts), "engines": engines,
+                                    "schemas": [{"id": c.id, "tests": len(c.tests)} for c in cases], **result})
     return 0
 
 

@@ -147,20 +147,51 @@ class Adapter:
         return any((int(row[s >> 5]) >> (s & 31)) & 1 for s in self.stop_ids if 0 <= s < self.vocab_size)
 
 
-class Xg2Adapter(Adapter):
+class XGrammarAPIAdapter(Adapter):
+    """An engine with XGrammar's Python API (XGrammar itself, and ours, which mirrors
+    it): matchers, bitmasks and batch fills are driven the same way."""
+
+    module: Any = None
+
+    def setup(self, module, tok) -> None:
+        import functools
+
+        self.module, self.partial = module, functools.partial
+        self.info = module.TokenizerInfo.from_huggingface(tok)
+        self.vocab_size = self.info.vocab_size
+        self.stop_ids = list(self.info.stop_token_ids)
+        self.bitmask = module.allocate_token_bitmask(1, self.vocab_size)
+        self.mask = self.bitmask.numpy()
+
+    def matcher(self, compiled):
+        return self.module.GrammarMatcher(compiled)
+
+    def fill_fn(self, m):
+        return self.partial(m.fill_next_token_bitmask, self.bitmask)
+
+    def accept_fn(self, m):
+        return m.accept_token
+
+    def completed(self, m):
+        return m.is_completed()
+
+    def fork(self, m):
+        return m.fork()
+
+    def batch_fill_fn(self, matchers, threads):
+        bitmask = self.module.allocate_token_bitmask(len(matchers), self.vocab_size)
+        batch = self.module.BatchGrammarMatcher(max_threads=threads)
+        return self.partial(batch.batch_fill_next_token_bitmask, matchers, bitmask)
+
+
+class Xg2Adapter(XGrammarAPIAdapter):
     name = "xg2"
 
     def __init__(self, tok, *, cache_limit_bytes: Optional[int] = None, keep_memo: bool = False) -> None:
-        import functools
-
         import xg2_plugin as xgr
 
-        self.xgr, self.partial = xgr, functools.partial
-        self.info = xgr.TokenizerInfo.from_huggingface(tok)
-        self.vocab_size = self.info.vocab_size
-        self.stop_ids = list(self.info.stop_token_ids)
-        self.bitmask = xgr.allocate_token_bitmask(1, self.vocab_size)
-        self.mask = self.bitmask.numpy()
+        self.setup(xgr, tok)
+        self.xgr = xgr
         self.keep_memo = keep_memo
         # With a cache limit, one compiler lives for the whole run (a cache bounded in
         # bytes, as a server would hold); each schema is still compiled once (a miss).
@@ -179,26 +210,6 @@ class Xg2Adapter(Adapter):
             return self.compiler.compile_json_schema(schema_text, strict_mode=False, any_whitespace=True)
         except self.refusals as e:
             raise CompileFailure(f"{type(e).__name__}: {e}") from None
-
-    def matcher(self, compiled):
-        return self.xgr.GrammarMatcher(compiled)
-
-    def fill_fn(self, m):
-        return self.partial(m.fill_next_token_bitmask, self.bitmask)
-
-    def accept_fn(self, m):
-        return m.accept_token
-
-    def completed(self, m):
-        return m.is_completed()
-
-    def fork(self, m):
-        return m.fork()
-
-    def batch_fill_fn(self, matchers, threads):
-        bitmask = self.xgr.allocate_token_bitmask(len(matchers), self.vocab_size)
-        batch = self.xgr.BatchGrammarMatcher(max_threads=threads)
-        return self.partial(batch.batch_fill_next_token_bitmask, matchers, bitmask)
 
     def split_compile(self, schema_text: str) -> Dict[str, float]:
         """Diagnosis (untimed by the benchmark): compile again, cold, timing the steps:
@@ -232,51 +243,24 @@ class Xg2Adapter(Adapter):
         }
 
 
-class XGrammarAdapter(Adapter):
+class XGrammarAdapter(XGrammarAPIAdapter):
     name = "xgrammar"
     strict = False
 
     def __init__(self, tok, **_) -> None:
-        import functools
-
         import xgrammar
 
-        self.xg, self.partial = xgrammar, functools.partial
-        self.info = xgrammar.TokenizerInfo.from_huggingface(tok)
-        self.vocab_size = self.info.vocab_size
-        self.stop_ids = list(self.info.stop_token_ids)
-        self.bitmask = xgrammar.allocate_token_bitmask(1, self.vocab_size)
-        self.mask = self.bitmask.numpy()
+        self.setup(xgrammar, tok)
         self.compiler = None
 
     def cold(self) -> None:
-        self.compiler = self.xg.GrammarCompiler(self.info, max_threads=1, cache_enabled=False)
+        self.compiler = self.module.GrammarCompiler(self.info, max_threads=1, cache_enabled=False)
 
     def compile(self, schema_text):
         try:
             return self.compiler.compile_json_schema(schema_text, any_whitespace=True, strict_mode=self.strict)
         except Exception as e:  # XGrammar raises RuntimeError/ValueError for what it refuses
             raise CompileFailure(f"{type(e).__name__}: {e}") from None
-
-    def matcher(self, compiled):
-        return self.xg.GrammarMatcher(compiled)
-
-    def fill_fn(self, m):
-        return self.partial(m.fill_next_token_bitmask, self.bitmask)
-
-    def accept_fn(self, m):
-        return m.accept_token
-
-    def completed(self, m):
-        return m.is_completed()
-
-    def fork(self, m):
-        return m.fork()
-
-    def batch_fill_fn(self, matchers, threads):
-        bitmask = self.xg.allocate_token_bitmask(len(matchers), self.vocab_size)
-        batch = self.xg.BatchGrammarMatcher(max_threads=threads)
-        return self.partial(batch.batch_fill_next_token_bitmask, matchers, bitmask)
 
     def memory(self, compiled):
         return {"compiled_bytes": compiled.memory_size_bytes} if compiled is not None else {}
@@ -969,25 +953,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     result = run_speed(opts, cases, engines)
     wall = time.perf_counter() - t0
     text = "\n".join(header) + "\n" + report(opts, result, cases, engines) + f"\n\nWall time {wall:.0f} s.\n"
+    write_report(opts, text, {
+        "mode": "speed",
+        "environment": env,
+        "options": vars(opts),
+        "engines": engines,
+        "schemas": [{"id": c.id, "file": c.file, "tests": len(c.tests)} for c in cases],
+        "init": result["init"],
+        "figures_common": median_figures([r["figures_common"] for r in result["runs"]]),
+        "figures_all": median_figures([r["figures_all"] for r in result["runs"]]),
+        "runs": result["runs"],
+    })
+    return 0
+
+
+def write_report(opts, text: str, doc: Dict[str, Any]) -> None:
+    """Print the Markdown report; write it to --out and the results to --json."""
     print(text)
     if opts.out:
         with open(opts.out, "w", encoding="utf-8") as f:
             f.write(text)
     if opts.json:
-        doc = {
-            "mode": "speed",
-            "environment": env,
-            "options": vars(opts),
-            "engines": engines,
-            "schemas": [{"id": c.id, "file": c.file, "tests": len(c.tests)} for c in cases],
-            "init": result["init"],
-            "figures_common": median_figures([r["figures_common"] for r in result["runs"]]),
-            "figures_all": median_figures([r["figures_all"] for r in result["runs"]]),
-            "runs": result["runs"],
-        }
         with open(opts.json, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1, sort_keys=True, default=str)
-    return 0
 
 
 if __name__ == "__main__":
