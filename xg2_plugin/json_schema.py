@@ -1771,6 +1771,11 @@ class _Converter:
             memo[key] = res
             return res
 
+        if n > 256:  # fill the table from the end so T's recursion stays shallow
+            for i in range(n - 1, 0, -1):
+                for c in range(cap + 1) if counting else (0,):
+                    for first in (False, True):
+                        T(i, c, first)
         body = T(0, 0, True)
         alts = []
         if body is not None and body != '""':

@@ -765,7 +765,9 @@ def fmt(x: float, digits: int = 1) -> str:
 
 
 def fmt_ratio(x: float) -> str:
-    return "n/a" if x != x else f"{x:.2f}x"
+    if x != x:
+        return "n/a"
+    return f"{x:.2f}x" if x >= 0.1 else f"{x:.2g}x"  # small ratios keep two significant digits
 
 
 def figure_rows(fig: Dict[str, Dict[str, Any]], engines: Sequence[str], with_counts: bool) -> List[List[str]]:

@@ -896,3 +896,22 @@ def test_random_schemas_agree_with_jsonschema(block):
                 continue
             assert accepts(c, text) == is_valid(inst), (json.dumps(schema), text)
     assert compiled_count >= 30
+
+
+def test_many_optional_properties():
+    # 300 optional properties (every 7th required) in order: the chain of "rest" rules
+    # is built bottom-up, not by 300 nested calls
+    rng = random.Random(11)
+    names = [f"p{i:03d}" for i in range(300)]
+    schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names},
+              "required": names[::7], "additionalProperties": False}
+    c = compile_schema(schema)
+    validator = Draft202012Validator(schema)
+    for _ in range(40):
+        inst = {n: rng.randint(0, 9) for n in names if n in schema["required"] or rng.random() < 0.3}
+        if rng.random() < 0.3:  # drop a required one, or add an unknown one
+            if rng.random() < 0.5:
+                inst.pop(rng.choice(schema["required"]), None)
+            else:
+                inst["zzz"] = 1
+        assert accepts(c, json.dumps(inst)) == validator.is_valid(inst), sorted(inst)
