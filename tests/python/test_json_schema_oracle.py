@@ -138,12 +138,29 @@ def test_bounded_string_masks_match_matcher(deepseek, mistral, case):
             check_instance(vocab, schema, inst, [7, case, j], f"bounded {case}.{j}")
 
 
-def check_instance(vocab, schema, inst, seed, name):
+def test_masks_hold_when_the_cache_evicts(deepseek):
+    # A 32 KiB limit holds about one vocabulary-wide mask: entries are evicted and
+    # recomputed between fills, and every mask must stay exact.
+    tiny = xgr.GrammarCompiler(deepseek.compiler.tokenizer_info, cache_limit_bytes=1 << 15)
+    try:
+        evictions = tiny.get_mask_cache_stats()["evictions"]
+        cases = _get_cases()
+        for index in range(3):
+            name, schema, inst = cases[index]
+            check_instance(deepseek, schema, inst, [5, index], f"tiny cache {name}", compiler=tiny)
+        for case, (schema, instances) in enumerate(BOUNDED[:4]):
+            check_instance(deepseek, schema, instances[0], [6, case], f"tiny cache bounded {case}", compiler=tiny)
+        assert tiny.get_mask_cache_stats()["evictions"] > evictions + 10, "the tiny limit forced no evictions"
+    finally:
+        xgr.GrammarCompiler(deepseek.compiler.tokenizer_info)  # the default limit again
+
+
+def check_instance(vocab, schema, inst, seed, name, compiler=None):
     """At every step of json.dumps(inst): allowed tokens are accepted, a sample of the
     others rejected, the stop token allowed exactly when complete (per jsonschema)."""
     V = vocab.vocab_size
     validator = jsonschema.Draft202012Validator(schema)
-    compiled = vocab.compiler.compile_json_schema(schema, strict_mode=False)
+    compiled = (compiler or vocab.compiler).compile_json_schema(schema, strict_mode=False)
     text = json.dumps(inst)
     ids = vocab.encode(text)
     rng = np.random.default_rng(seed)
