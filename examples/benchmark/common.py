@@ -417,6 +417,16 @@ class Timer:
         self.s = time.perf_counter() - self._t0
 
 
+def llguidance_matcher(llg, tokenizer, schema_text: str, options: Dict[str, Any]):
+    """An LLGuidance matcher for a JSON Schema, or why LLGuidance refused it (a str)."""
+    try:
+        grammar = llg.LLMatcher.grammar_from_json_schema(schema_text, defaults=options)
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    m = llg.LLMatcher(tokenizer, grammar, log_level=0)
+    return m.get_error() if m.is_error() else m
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0..100) by linear interpolation; NaN for no values."""
     if not values:

@@ -356,13 +356,9 @@ class LLGuidanceEngine(Engine):
         options: Dict[str, Any] = {"whitespace_flexible": True}
         if lenient:
             options["lenient"] = True
-        try:
-            grammar = self.llg.LLMatcher.grammar_from_json_schema(schema_text, defaults=options)
-        except Exception as e:
-            raise CompileFailure(f"{type(e).__name__}: {e}") from None
-        m = self.llg.LLMatcher(self.tokenizer, grammar, log_level=0)
-        if m.is_error():
-            raise CompileFailure(m.get_error())
+        m = common.llguidance_matcher(self.llg, self.tokenizer, schema_text, options)
+        if isinstance(m, str):
+            raise CompileFailure(m)
         return m
 
     def matcher(self, compiled):

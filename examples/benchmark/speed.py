@@ -291,13 +291,9 @@ class LLGuidanceAdapter(Adapter):
         self.options = {"whitespace_flexible": True}
 
     def compile(self, schema_text):
-        try:
-            grammar = self.llg.LLMatcher.grammar_from_json_schema(schema_text, defaults=self.options)
-        except Exception as e:
-            raise CompileFailure(f"{type(e).__name__}: {e}") from None
-        m = self.llg.LLMatcher(self.tokenizer, grammar, log_level=0)
-        if m.is_error():
-            raise CompileFailure(m.get_error())
+        m = common.llguidance_matcher(self.llg, self.tokenizer, schema_text, self.options)
+        if isinstance(m, str):
+            raise CompileFailure(m)
         return m
 
     def matcher(self, compiled):
