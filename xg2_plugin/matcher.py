@@ -269,6 +269,11 @@ class BatchGrammarMatcher:
         if not isinstance(max_threads, int) or max_threads < 1:
             raise InvalidArgumentError(f"max_threads must be a positive int or 'auto', got {max_threads!r}")
         self._threads = max_threads
+        # The last batch's matchers and their handle array: an engine fills the same
+        # running batch step after step, and checking it again would cost as much as
+        # filling 16 cached masks.  Holding the tuple keeps the handles alive.
+        self._last_batch: Tuple[GrammarMatcher, ...] = ()
+        self._last_handles: Any = None
 
     def batch_fill_next_token_bitmask(
         self,
@@ -278,19 +283,25 @@ class BatchGrammarMatcher:
         debug_print: bool = False,
     ) -> None:
         """Fill row ``indices[i]`` (default ``i``) of ``bitmask`` for ``matchers[i]``."""
-        matchers = list(matchers)
+        matchers = tuple(matchers)
         if not matchers:
             return
-        if len({id(m) for m in matchers}) != len(matchers):
-            raise InvalidArgumentError("the same matcher appears twice in the batch")
         if indices is not None and len(indices) != len(matchers):
             raise InvalidArgumentError(f"{len(indices)} indices for {len(matchers)} matchers")
+        if matchers == self._last_batch:  # identity per element: GrammarMatcher has no __eq__
+            handles = self._last_handles
+        else:
+            if any(not isinstance(m, GrammarMatcher) for m in matchers):
+                raise InvalidArgumentError("every element of matchers must be a GrammarMatcher")
+            if len({id(m) for m in matchers}) != len(matchers):
+                raise InvalidArgumentError("the same matcher appears twice in the batch")
+            handles = ffi.new("xg2_matcher *[]", [m._handle for m in matchers])
+            self._last_batch, self._last_handles = matchers, handles
         words = matchers[0]._words
         view = _view(bitmask, words)
         if view.rows > 1 and view.stride != 4 * words:
             raise InvalidArgumentError("a batch fill needs a contiguous bitmask")
         first, rows = view.row(0), view.rows
-        handles = ffi.new("xg2_matcher *[]", [m._handle for m in matchers])
         idx = ffi.NULL if indices is None else ffi.new("int32_t[]", [int(i) for i in indices])
         check(lib.xg2_batch_fill_masks(handles, len(matchers), first, rows, words, idx, self._threads))
 

@@ -78,7 +78,47 @@ out:
     return rc;
 }
 
-int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row) {
+void xg2__mask_memo_clear(xg2_mask_memo *memo) {
+    for (uint32_t j = 0; j < memo->n; j++) xg2__pool_release(memo->e[j]);
+    memo->n = 0;
+}
+
+static xg2_mask_entry *memo_find(const xg2_mask_memo *memo, uint64_t k1, uint64_t k2) {
+    if (!memo) return NULL;
+    for (uint32_t j = 0; j < memo->n; j++)
+        if (memo->k1[j] == k1 && memo->k2[j] == k2) return memo->e[j];
+    return NULL;
+}
+
+/* After a fill: the memo becomes the fill's first entries.  owned[j]: the fill
+ * holds a reference of its own on ents[j] (taken from the pool), which the memo
+ * takes over or which is dropped; entries found in the old memo stay as they
+ * are, so a fill in unchanged states writes no shared reference count. */
+static void memo_update(xg2_mask_memo *memo, xg2_mask_entry **ents, const uint8_t *owned, uint32_t n_ent) {
+    xg2_mask_memo next = {0};
+    uint8_t kept[XG2_MEMO_SLOTS] = {0};
+    for (uint32_t j = 0; j < n_ent; j++) {
+        xg2_mask_entry *e = ents[j];
+        int in_next = 0;
+        for (uint32_t q = 0; q < next.n; q++) in_next |= next.e[q] == e;
+        if (in_next || next.n == XG2_MEMO_SLOTS) {
+            if (owned[j]) xg2__pool_release(e);
+            continue;
+        }
+        if (!owned[j]) { /* from the old memo: its reference moves over */
+            for (uint32_t q = 0; q < memo->n; q++)
+                if (memo->e[q] == e && !kept[q]) { kept[q] = 1; break; }
+        }
+        next.k1[next.n] = e->k1;
+        next.k2[next.n] = e->k2;
+        next.e[next.n++] = e;
+    }
+    for (uint32_t q = 0; q < memo->n; q++)
+        if (!kept[q]) xg2__pool_release(memo->e[q]);
+    *memo = next;
+}
+
+int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_memo *memo) {
     const xg2_grammar *g = p->g;
     uint32_t k = p->ns - 1;
     uint32_t begin = p->set_start.a[k], end = p->set_start.a[k + 1];
@@ -91,6 +131,7 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row) {
     }
     /* Gather the kernel items' entries (few: usually one). */
     xg2_mask_entry *small[8], **ents = small;
+    uint8_t small_owned[8], *owned = small_owned;
     uint32_t n_ent = 0, cap_ent = 8;
     int rc = XG2_OK;
     VEC(int32_t) merged = {0};
@@ -100,14 +141,23 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row) {
         if (!(g->states[it.state].flags & (SF_BYTES | SF_REFS | SF_REPEAT))) continue;
         if (n_ent == cap_ent) {
             xg2_mask_entry **bigger = xg2__malloc(sizeof(*bigger) * cap_ent * 2);
-            if (!bigger) { rc = XG2_NOMEM(); goto out; }
+            uint8_t *bigger_owned = xg2__malloc(cap_ent * 2);
+            if (!bigger || !bigger_owned) { xg2__free(bigger); xg2__free(bigger_owned); rc = XG2_NOMEM(); goto out; }
             memcpy(bigger, ents, sizeof(*bigger) * n_ent);
-            if (ents != small) xg2__free((void *)ents);
+            memcpy(bigger_owned, owned, n_ent);
+            if (ents != small) { xg2__free((void *)ents); xg2__free(owned); }
             ents = bigger;
+            owned = bigger_owned;
             cap_ent *= 2;
         }
-        if ((rc = xg2__mask_entry_get(g, v, &it, &ents[n_ent]))) goto out;
-        n_ent++;
+        uint64_t k1, k2;
+        xg2__mask_key(g, v, &it, &k1, &k2);
+        if ((ents[n_ent] = memo_find(memo, k1, k2))) {
+            owned[n_ent++] = 0;
+            continue;
+        }
+        if ((rc = xg2__mask_entry_get(g, v, &it, k1, k2, &ents[n_ent]))) goto out;
+        owned[n_ent++] = 1;
     }
     /* Accepted tokens: copy the first bitset, OR the others, then set listed ids. */
     int wrote = 0;
@@ -154,8 +204,13 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row) {
         rc = resolve(p, v, merged.a, m, row);
     }
 out:
-    for (uint32_t j = 0; j < n_ent; j++) xg2__pool_release(ents[j]);
-    if (ents != small) xg2__free((void *)ents);
+    if (memo) {
+        memo_update(memo, ents, owned, n_ent);
+    } else {
+        for (uint32_t j = 0; j < n_ent; j++)
+            if (owned[j]) xg2__pool_release(ents[j]);
+    }
+    if (ents != small) { xg2__free((void *)ents); xg2__free(owned); }
     vec_free(&merged);
     return rc;
 }

@@ -452,9 +452,8 @@ drop_parser: /* after a failure the scratch parser may be half-built: rebuild ne
 
 /* ---- the pool ---- */
 
-int xg2__mask_entry_get(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_mask_entry **out) {
-    uint64_t k1, k2;
-    xg2__mask_key(g, v, it, &k1, &k2);
+int xg2__mask_entry_get(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, uint64_t k1, uint64_t k2,
+                        xg2_mask_entry **out) {
     xg2_pool *pool = (xg2_pool *)&v->pool; /* the pool locks itself */
     xg2_mask_entry *e = xg2__pool_find(pool, k1, k2);
     if (!e) {

@@ -24,9 +24,10 @@
 XG2_HIDDEN void xg2__mask_key(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, uint64_t *k1,
                               uint64_t *k2);
 
-/* The entry for item `it` from the vocabulary's pool, computed on first use,
- * with a reference the caller drops with xg2__pool_release. */
-XG2_HIDDEN int xg2__mask_entry_get(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
-                                   xg2_mask_entry **out);
+/* The entry for item `it` (key k1, k2 from xg2__mask_key) from the vocabulary's
+ * pool, computed on first use, with a reference the caller drops with
+ * xg2__pool_release. */
+XG2_HIDDEN int xg2__mask_entry_get(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, uint64_t k1,
+                                   uint64_t k2, xg2_mask_entry **out);
 
 #endif

@@ -21,6 +21,7 @@ struct xg2_matcher {
     int32_t n_stop;
     int terminate_without_stop;
     int busy; /* set while a call runs: one matcher, one thread */
+    xg2_mask_memo memo; /* cache entries of the last fill */
 };
 
 /* Enter/leave a matcher call; a second concurrent caller gets XG2_ERR_STATE. */
@@ -81,6 +82,7 @@ oom:
 void xg2_matcher_free(xg2_matcher *m) {
     if (!m) return;
     xg2__parser_free(&m->parser);
+    xg2__mask_memo_clear(&m->memo);
     vec_free(&m->steps);
     xg2__free(m->stop_ids);
     xg2_compiled_free(m->c);
@@ -96,6 +98,7 @@ int xg2_matcher_fork(const xg2_matcher *src, xg2_matcher **out) {
     if (!m) { leave(s); return XG2_NOMEM(); }
     *m = *s;
     m->busy = 0;
+    m->memo.n = 0; /* its references are the source's */
     m->steps.a = NULL;
     m->steps.n = m->steps.cap = 0;
     m->stop_ids = xg2__malloc(sizeof(int32_t) * (size_t)(s->n_stop ? s->n_stop : 1));
@@ -195,7 +198,7 @@ XG2_HIDDEN int xg2__matcher_fill(xg2_matcher *m, uint32_t *row, int *need_apply)
         memset(row, 0, words * sizeof(uint32_t));
         set_stop_bits(m, row);
     } else {
-        int rc = xg2__mask_fill(&m->parser, v, row);
+        int rc = xg2__mask_fill(&m->parser, v, row, &m->memo);
         if (rc) return rc;
         if (xg2__parser_can_end(&m->parser)) set_stop_bits(m, row);
     }

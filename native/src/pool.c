@@ -18,7 +18,17 @@ void xg2__pool_release(xg2_mask_entry *e) {
 int xg2__pool_init(xg2_pool *p) {
     memset(p, 0, sizeof *p);
     p->limit = XG2_DEFAULT_CACHE_LIMIT;
-    return pthread_mutex_init(&p->lock, NULL) ? xg2__fail(XG2_ERR_INTERNAL, "mutex init failed") : XG2_OK;
+    /* Lookups hold the lock for well under a microsecond: spin briefly before
+     * sleeping, or two threads filling masks side by side fall into futex
+     * hand-offs that cost more than the fills. */
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+    int bad = pthread_mutex_init(&p->lock, &attr);
+    pthread_mutexattr_destroy(&attr);
+    return bad ? xg2__fail(XG2_ERR_INTERNAL, "mutex init failed") : XG2_OK;
 }
 
 void xg2__pool_free(xg2_pool *p) {

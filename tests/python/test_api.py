@@ -403,6 +403,35 @@ def test_batch_fill_matches_single_fills(medium):
         batch.batch_fill_next_token_bitmask(matchers[:2], bm, [0, n])
 
 
+def test_repeated_batch_fills_follow_the_matchers(medium):
+    """An engine fills the same running batch step after step (the handle array is
+    reused then): every step's rows equal single fills, after accepts, after a fork
+    joins, in another order, and after a matcher of the batch was replaced."""
+    info, toks = medium
+    V = info.vocab_size
+    matchers = _matchers(info, BATCH_PREFIXES)
+    batch = xgr.BatchGrammarMatcher(max_threads=2)
+    bm = xgr.allocate_token_bitmask(len(matchers) + 1, V)
+    rng = np.random.default_rng(5)
+    for step in range(6):
+        if step == 3:
+            matchers = matchers[::-1]
+        if step == 4:
+            matchers = matchers[:-1] + [matchers[0].fork()]
+        if step == 5:
+            matchers = matchers + [xgr.GrammarMatcher(matchers[1]._compiled)]
+        bm.fill_(0x5A5A5A5A)
+        batch.batch_fill_next_token_bitmask(matchers, bm)
+        for i, m in enumerate(matchers):
+            row = bm[i].numpy().copy()
+            assert np.array_equal(row, fill(m, V)), (step, i)
+            allowed = [t for t in np.flatnonzero(bits_of_row(row, V)) if t not in info.stop_token_ids]
+            if allowed:  # a complete matcher stays where it is
+                assert m.accept_token(int(rng.choice(allowed))), (step, i)
+    with pytest.raises(ValueError):  # the duplicate check also applies to a cached batch's matchers
+        batch.batch_fill_next_token_bitmask(matchers + [matchers[0]], bm)
+
+
 def test_concurrent_matchers_match_sequential(medium):
     """Several Python threads drive their own matchers (sharing compiled grammars whose
     caches start cold); every mask equals the one computed sequentially."""
