@@ -230,12 +230,28 @@ typedef struct {
     const xg2_grammar *g;
     xg2_parser *p;       /* used below earley_from */
     uint32_t earley_from; /* depth where the Earley parser took over, or UINT32_MAX */
+    uint32_t nest_from;   /* depth below which a lone item steps as a DFA, or UINT32_MAX */
     uint32_t *qs;        /* DFA state per depth */
     uint32_t *cs;        /* loop count per depth */
     uint8_t *cand;       /* cand[d]: some token through depth d may be uncertain */
     uint8_t *comp;       /* comp[d]: the root rule can have ended after d bytes */
+    uint8_t *path;       /* path[d]: the byte into depth d */
     const xg2_byteset *follow;
 } walker;
+
+/* After a push: if the parser's last set is one unguarded item in a state with
+ * byte edges only that cannot end its rule (the inside of a called string or
+ * object), the bytes that follow can step that item's DFA directly until it
+ * reaches a state that ends the rule or calls one: the parser is only needed
+ * from there on.  Returns the item's state, or XG2_NONE. */
+static uint32_t lone_item(const xg2_parser *p, uint32_t *count) {
+    uint32_t b = p->set_start.a[p->ns - 1];
+    if (p->items.n - b != 1) return XG2_NONE;
+    const xg2_item *it = &p->items.a[b];
+    if (it->guard || (p->g->states[it->state].flags & (SF_FINAL | SF_REFS | SF_REPEAT))) return XG2_NONE;
+    *count = it->count;
+    return it->state;
+}
 
 /* Walk trie t from the item's start configuration; OR accepted tokens into
  * acc, append uncertain ones to unc. */
@@ -249,6 +265,8 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         const xg2_trie_node *nd = &nodes[i];
         uint32_t d = nd->depth; /* the node's depth; its parent is at d - 1 */
         uint8_t c = nd->byte;
+        w->path[d] = c;
+        if (w->nest_from != UINT32_MAX && d - 1 < w->nest_from) w->nest_from = UINT32_MAX;
         if (w->earley_from != UINT32_MAX) {
             if (d - 1 < w->earley_from) {
                 w->earley_from = UINT32_MAX; /* back above the switch: DFA mode again */
@@ -258,8 +276,30 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
                 pushed = d - 1 - w->earley_from;
             }
         }
-        int alive;
-        if (w->earley_from == UINT32_MAX) {
+        int alive = -1;
+        if (w->nest_from != UINT32_MAX) { /* a lone item inside a called rule */
+            uint32_t q = w->qs[d - 1], s = xg2__step(g, q, c), n = 0;
+            if (s != XG2_NONE && g->n_loops) n = xg2__loop_step(g, q, s, c, w->cs[d - 1]);
+            if (s == XG2_NONE || n == UINT32_MAX) {
+                alive = 0;
+            } else if (!(g->states[s].flags & (SF_FINAL | SF_REFS | SF_REPEAT))) {
+                alive = 1;
+                w->qs[d] = s;
+                w->cs[d] = n;
+                w->comp[d] = 0; /* the called rule is still open */
+            } else { /* the parser takes over again: give it the bytes stepped so far */
+                for (uint32_t k = w->nest_from + 1; k < d; k++) {
+                    int r = xg2__parser_push(w->p, w->path[k]);
+                    if (r < 0) return -r;
+                    if (!r) return xg2__fail(XG2_ERR_INTERNAL, "nested DFA walk and parser disagree");
+                    pushed++;
+                }
+                w->nest_from = UINT32_MAX;
+            }
+        }
+        if (alive >= 0) {
+            /* decided above */
+        } else if (w->earley_from == UINT32_MAX) {
             uint32_t s = xg2__step(g, w->qs[d - 1], c), n = 0;
             if (s != XG2_NONE && g->n_loops) n = xg2__loop_step(g, w->qs[d - 1], s, c, w->cs[d - 1]);
             alive = s != XG2_NONE && n != UINT32_MAX;
@@ -283,6 +323,12 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             if (alive) {
                 pushed++;
                 w->comp[d] = (uint8_t)w->p->root_done;
+                uint32_t n, q = w->p->root_done ? XG2_NONE : lone_item(w->p, &n);
+                if (q != XG2_NONE) {
+                    w->nest_from = d;
+                    w->qs[d] = q;
+                    w->cs[d] = n;
+                }
             }
         }
         /* May a token through this node end the rule before its last byte? */
@@ -302,6 +348,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         }
     }
     if (w->earley_from != UINT32_MAX && pushed) xg2__parser_pop(w->p, pushed);
+    w->nest_from = UINT32_MAX;
     return XG2_OK;
 }
 
@@ -311,7 +358,7 @@ typedef struct {
     uint32_t *acc;
     size_t words;
     uint32_t *qs, *cs;
-    uint8_t *cand, *comp;
+    uint8_t *cand, *comp, *path;
     uint32_t depth;
     xg2_parser p;
     int have_p;
@@ -329,6 +376,7 @@ static void ws_free(void *x) {
     xg2__free(w->cs);
     xg2__free(w->cand);
     xg2__free(w->comp);
+    xg2__free(w->path);
     if (w->have_p) xg2__parser_free(&w->p);
     vec_free(&w->unc);
     xg2__free(w);
@@ -358,7 +406,9 @@ static workspace *ws_get(size_t words, uint32_t depth) {
         if (cand) w->cand = cand;
         uint8_t *comp = xg2__realloc(w->comp, depth);
         if (comp) w->comp = comp;
-        if (!qs || !cs || !cand || !comp) return NULL;
+        uint8_t *path = xg2__realloc(w->path, depth);
+        if (path) w->path = path;
+        if (!qs || !cs || !cand || !comp || !path) return NULL;
         w->depth = depth;
     }
     return w;
@@ -375,7 +425,8 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     memset(ws->cand, 0, depth);
     memset(ws->comp, 0, depth);
     ws->unc.n = 0;
-    walker w = {g, &ws->p, UINT32_MAX, ws->qs, ws->cs, ws->cand, ws->comp, &g->follow[g->states[it->state].rule]};
+    walker w = {g, &ws->p, UINT32_MAX, UINT32_MAX, ws->qs, ws->cs, ws->cand, ws->comp, ws->path,
+                &g->follow[g->states[it->state].rule]};
     if (!ws->have_p) {
         if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) return rc;
         ws->have_p = 1;
