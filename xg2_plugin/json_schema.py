@@ -248,11 +248,7 @@ def _seq(*items) -> str:
 
 
 def _alt(items) -> Optional[str]:
-    items = [i for i in items if i is not None]
-    out = []
-    for i in items:
-        if i not in out:
-            out.append(i)
+    out = list(dict.fromkeys(i for i in items if i is not None))  # first occurrences, in order
     if not out:
         return None
     if len(out) == 1:

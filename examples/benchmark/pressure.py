@@ -40,8 +40,9 @@ For each schema and engine (engines alternating, each in its own worker process)
 * batch fill: ``--batch`` (64) matchers forked from one matcher at evenly spaced points
   of the schema's longest valid instance, filled together on 1 and 2 threads
   (``BatchGrammarMatcher(max_threads=n)``; XGrammar's own ``BatchGrammarMatcher``;
-  LLGuidance's ``LLExecutor``), in matchers per second (median over repeated fills
-  of at least ``--batch-seconds``), and a "mixed" batch of 64 matchers drawn from all
+  LLGuidance's ``LLExecutor``), in matchers per second (median over repeated fills,
+  the thread counts taking turns in 20 short rounds, ``--batch-seconds`` per count in
+  all), and a "mixed" batch of 64 matchers drawn from all
   the schemas at random points.
 
 Examples::
@@ -256,20 +257,29 @@ def fork_points(eng: speed.Adapter, compiled: Any, tokens: Sequence[int], count:
 
 
 def time_batch(eng: speed.Adapter, matchers: List[Any], threads: Sequence[int], seconds: float) -> Dict[str, Any]:
+    """Median time of one batch fill per thread count.  The thread counts take turns in
+    short rounds (20 of them in ``seconds`` per count), so a slow phase of the machine
+    hits every count alike instead of whichever was measured then."""
     out: Dict[str, Any] = {"matchers": len(matchers)}
-    for th in threads:
-        fill = eng.batch_fill_fn(matchers, th)
+    fills = {th: eng.batch_fill_fn(matchers, th) for th in threads}
+    for fill in fills.values():
         fill()  # warm (and a check that it works)
-        times: List[float] = []
-        t_end = time.perf_counter() + seconds
-        while len(times) < 3 or time.perf_counter() < t_end:
-            t0 = time.perf_counter_ns()
-            fill()
-            times.append(time.perf_counter_ns() - t0)
-            if len(times) >= 10000:
-                break
-        med = statistics.median(times)
-        out[f"t{th}"] = {"fills": len(times), "median_ms": med / 1e6, "matchers_per_s": len(matchers) / (med / 1e9)}
+    times: Dict[int, List[float]] = {th: [] for th in threads}
+    rounds = 20
+    for _ in range(rounds):
+        for th in threads:
+            fill, ts = fills[th], times[th]
+            t_end = time.perf_counter() + seconds / rounds
+            n0 = len(ts)
+            while len(ts) - n0 < 3 or time.perf_counter() < t_end:
+                t0 = time.perf_counter_ns()
+                fill()
+                ts.append(time.perf_counter_ns() - t0)
+                if len(ts) - n0 >= 1000:
+                    break
+    for th in threads:
+        med = statistics.median(times[th])
+        out[f"t{th}"] = {"fills": len(times[th]), "median_ms": med / 1e6, "matchers_per_s": len(matchers) / (med / 1e9)}
     return out
 
 
@@ -509,7 +519,7 @@ def report(opts, result: Dict[str, Any], cases: List[SchemaCase], engines: List[
         lines += [
             f"Batch fill: {opts.batch} matchers at evenly spaced points of each schema's longest valid instance "
             f"(mixed: drawn from all schemas), matchers filled per second on {', '.join(map(str, th))} thread(s) "
-            f"(median of repeated fills, at least {opts.batch_seconds:g} s each; {os.cpu_count()} CPUs here):",
+            f"(median of repeated fills, the thread counts taking turns in 20 rounds, {opts.batch_seconds:g} s per count in all; {os.cpu_count()} CPUs here):",
             "",
             markdown_table(head, rows),
         ]

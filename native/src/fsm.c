@@ -8,6 +8,7 @@
  */
 #include "fsm.h"
 
+#include "dfacache.h"
 #include "utf8.h"
 
 #define MAX_INLINE_DEPTH 64
@@ -972,6 +973,83 @@ out:
     return rc;
 }
 
+/* ---- the cross-grammar cache ---- */
+
+#define KEY_MAX_EDGES (1u << 18) /* bigger NFAs are built, not cached */
+#define KEY_MAX_SLOTS 1024       /* distinct rules referenced */
+
+/* The NFA as a cache key: sizes, edges in build order with rule references
+ * renumbered by first appearance (slots[k] is the rule of slot k), loop tags,
+ * loops without their IR expression.  Returns 0, 1 if the NFA is not to be
+ * cached, or -1 on allocation failure. */
+static int nfa_key(const nfa_builder *b, uint32_t final, xg2_u32vec *key, xg2_u32vec *slots) {
+    if (b->e.n > KEY_MAX_EDGES) return 1;
+    if (vec_reserve(key, 4 + 5ull * b->e.n + b->n + 5ull * b->loops.n)) return -1;
+    key->a[key->n++] = b->n;
+    key->a[key->n++] = final;
+    key->a[key->n++] = b->e.n;
+    key->a[key->n++] = b->loops.n;
+    for (uint32_t i = 0; i < b->e.n; i++) {
+        const nedge *e = &b->e.a[i];
+        uint32_t a = e->a;
+        if (e->kind == NE_RULE) {
+            uint32_t k = 0;
+            while (k < slots->n && slots->a[k] != a) k++;
+            if (k == slots->n) {
+                if (slots->n == KEY_MAX_SLOTS) return 1;
+                if (vec_push(slots, a)) return -1;
+            }
+            a = k;
+        }
+        key->a[key->n++] = e->from;
+        key->a[key->n++] = e->to;
+        key->a[key->n++] = e->kind;
+        key->a[key->n++] = a;
+        key->a[key->n++] = e->b;
+    }
+    for (uint32_t s = 0; s < b->n; s++) key->a[key->n++] = b->tag.a[s];
+    for (uint32_t k = 0; k < b->loops.n; k++) {
+        const loop_rec *l = &b->loops.a[k];
+        key->a[key->n++] = l->head;
+        key->a[key->n++] = l->entry;
+        key->a[key->n++] = l->exit;
+        key->a[key->n++] = (uint32_t)l->min;
+        key->a[key->n++] = (uint32_t)l->max;
+    }
+    return 0;
+}
+
+/* A cached DFA for this use: slots back to rules (each state's rule edges kept
+ * sorted by rule), loops pointing at this IR's expressions. */
+static void from_slots(xg2_dfa *d, const uint32_t *slots, const loop_rec *loops) {
+    for (uint32_t s = 0; s < d->n; s++) {
+        xg2_redge *re = d->re + d->roff[s];
+        uint32_t n = d->roff[s + 1] - d->roff[s];
+        for (uint32_t j = 0; j < n; j++) re[j].rule = slots[re[j].rule];
+        for (uint32_t j = 1; j < n; j++) { /* insertion sort: a few edges per state */
+            xg2_redge x = re[j];
+            uint32_t i = j;
+            for (; i > 0 && re[i - 1].rule > x.rule; i--) re[i] = re[i - 1];
+            re[i] = x;
+        }
+    }
+    for (uint32_t k = 0; k < d->n_loops; k++) d->loops[k].expr = loops[k].expr;
+}
+
+static void store(const xg2_u32vec *key, const xg2_u32vec *slots, const xg2_dfa *d) {
+    xg2_dfa canon;
+    if (xg2__dfa_copy(d, &canon)) { xg2__clear_error(); return; }
+    uint32_t nr = canon.n ? canon.roff[canon.n] : 0;
+    for (uint32_t j = 0; j < nr; j++) {
+        uint32_t k = 0;
+        while (k < slots->n && slots->a[k] != canon.re[j].rule) k++;
+        canon.re[j].rule = k; /* every rule of the DFA is an NFA rule edge */
+    }
+    for (uint32_t k = 0; k < canon.n_loops; k++) canon.loops[k].expr = 0;
+    xg2__dfa_cache_add(key->a, key->n, &canon);
+    xg2__dfa_free(&canon);
+}
+
 int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, uint32_t self_rule,
                    int bytes_only, xg2_dfa *out) {
     nfa_builder b = {0};
@@ -981,6 +1059,7 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     nfa_csr c = {0};
     xg2_dfa d = {0};
     uint32_t *block = NULL;
+    xg2_u32vec key = {0}, slots = {0};
     memset(out, 0, sizeof *out);
     uint32_t start = new_state(&b), final = new_state(&b);
     (void)start;
@@ -988,6 +1067,20 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     build(&b, expr, 0, final, self_rule, 0, 1, 0);
     int rc = b.rc;
     if (rc) goto out;
+    int cached = 0;
+    if (!bytes_only) {
+        int k = nfa_key(&b, final, &key, &slots);
+        if (k < 0) { rc = XG2_NOMEM(); goto out; }
+        if (k == 0) {
+            cached = 1;
+            int hit = xg2__dfa_cache_find(key.a, key.n, out);
+            if (hit < 0) { rc = XG2_NOMEM(); goto out; }
+            if (hit) {
+                from_slots(out, slots.a, b.loops.a);
+                goto out;
+            }
+        }
+    }
     if ((rc = make_csr(&b, final, &c))) goto out;
     c.tag = b.tag.a;
     c.loops = b.loops.a;
@@ -1012,7 +1105,10 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     uint32_t nblk = 0;
     if ((rc = minimize(&d, block, &nblk))) goto out;
     rc = rebuild(&d, block, nblk, out);
+    if (!rc && cached) store(&key, &slots, out);
 out:
+    vec_free(&key);
+    vec_free(&slots);
     vec_free(&b.e);
     vec_free(&b.ranges);
     vec_free(&b.tag);

@@ -1,0 +1,36 @@
+/*
+ * dfacache.h -- minimal DFAs of rule bodies shared across grammars.
+ *
+ * Subset construction and minimisation are most of what compiling a grammar
+ * costs, and JSON Schema grammars repeat the same rules (any JSON value, the
+ * characters of a string, numbers) in every schema.  So the DFA of a rule is
+ * cached process-wide under its NFA: the NFA is a deterministic function of the
+ * rule body as built (inlined rules expanded), so equal NFAs give equal DFAs.
+ * Rule references are numbered by first appearance in the key and in the
+ * cached DFA, and renamed to the caller's rules on a hit.
+ *
+ * Bounded: past XG2_DFA_CACHE_BYTES the cache is emptied and starts over.
+ * Thread-safe (one mutex; lookups copy the DFA out).
+ */
+#ifndef XG2_DFACACHE_H
+#define XG2_DFACACHE_H
+
+#include "fsm.h"
+
+#define XG2_DFA_CACHE_BYTES ((size_t)64 << 20)
+
+/* On a hit: *out is a copy of the cached DFA (rule edges hold slot numbers)
+ * and 1 is returned; 0 on a miss; -1 on allocation failure. */
+XG2_HIDDEN int xg2__dfa_cache_find(const uint32_t *key, uint32_t n_key, xg2_dfa *out);
+
+/* Store a copy of d (rule edges already slot numbers) under key.  Failing to
+ * store (no memory) is not an error: the cache is only a cache. */
+XG2_HIDDEN void xg2__dfa_cache_add(const uint32_t *key, uint32_t n_key, const xg2_dfa *d);
+
+/* Empty the cache (tests, and XG2 callers that want the memory back). */
+XG2_HIDDEN void xg2__dfa_cache_clear(void);
+
+/* A deep copy of a DFA; XG2_OK or XG2_ERR_NOMEM. */
+XG2_HIDDEN int xg2__dfa_copy(const xg2_dfa *src, xg2_dfa *dst);
+
+#endif
