@@ -2126,13 +2126,11 @@ class _Converter:
         if root is None:
             raise GrammarError("the schema accepts no value")
         # keep the rules reachable from root (helpers of abandoned branches go)
-        ref = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|([A-Za-z_][A-Za-z0-9_.-]*)')
         reach = set()
         todo = [root]
         while todo:
             body = todo.pop()
-            for m in ref.finditer(body):
-                nm = m.group(1)
+            for nm in _RULE_NAME.findall(body):  # "" for literals and classes
                 if nm and nm in self.rules and nm not in reach:
                     reach.add(nm)
                     todo.append(self.rules[nm])
@@ -2145,6 +2143,10 @@ class _Converter:
         text = "\n".join(lines) + "\n"
         return text
 
+
+# A rule name in EBNF text; string literals and character classes match with an
+# empty group, so names inside them are skipped.
+_RULE_NAME = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|([A-Za-z_][A-Za-z0-9_.-]*)')
 
 _NOEVAL = frozenset({("noeval",)})
 

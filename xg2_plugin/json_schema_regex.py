@@ -158,6 +158,7 @@ def _class_char(cp: int) -> str:
     return "\\U%08x" % cp
 
 
+@lru_cache(maxsize=1 << 16)
 def class_text(cs: CS) -> str:
     """An EBNF character class (over code points) for a non-empty set."""
     parts = []
