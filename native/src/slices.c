@@ -5,15 +5,22 @@
  * whole trie.  A slice is the set of tokens whose bytes are a prefix of a
  * string over one character class; when a parser state provably accepts every
  * string of the class (see maskcache.c), the slice's bitset is taken at once
- * and only the tokens outside it are walked.  Two classes cover the common
- * dense states: JSON string characters, and "text" (letters, digits, space,
- * any non-ASCII character) for free-text states that exclude punctuation.
+ * and only the tokens outside it are walked.  Three classes cover the common
+ * dense states: JSON string characters; "text" (letters, digits, space, any
+ * non-ASCII character) for free-text states that exclude punctuation; and
+ * ASCII letters and digits, for identifier-like patterns and formats (URI
+ * segments, host names, e-mail parts) that allow neither spaces nor non-ASCII.
  */
 #include "fsm.h"
 #include "vocab.h"
 
-static const uint32_t json_ranges[] = {0x20, 0x21, 0x23, 0x5B, 0x5D, 0x10FFFF};
-static const uint32_t text_ranges[] = {' ', ' ', '0', '9', 'A', 'Z', 'a', 'z', 0x80, 0x10FFFF};
+/* U+2028 and U+2029 are left out of the two wide classes: patterns' "." excludes
+ * them (ECMA-262 line terminators), and a state that allows them still takes the
+ * slice (a class narrower than the state's is fine; the few tokens holding them
+ * are walked). */
+static const uint32_t json_ranges[] = {0x20, 0x21, 0x23, 0x5B, 0x5D, 0x2027, 0x202A, 0x10FFFF};
+static const uint32_t text_ranges[] = {' ', ' ', '0', '9', 'A', 'Z', 'a', 'z', 0x80, 0x2027, 0x202A, 0x10FFFF};
+static const uint32_t word_ranges[] = {'0', '9', 'A', 'Z', 'a', 'z'};
 
 /* The byte DFA of class*, dense rows. */
 static int class_dfa(const uint32_t *ranges, uint32_t n_ranges, xg2_slice *s) {
@@ -129,6 +136,7 @@ static int build_slice(xg2_vocab *v, const uint32_t *ranges, uint32_t n_ranges, 
 int xg2__slices_build(xg2_vocab *v) {
     int rc = build_slice(v, json_ranges, sizeof json_ranges / sizeof *json_ranges / 2, &v->slices[XG2_SLICE_JSON]);
     if (!rc) rc = build_slice(v, text_ranges, sizeof text_ranges / sizeof *text_ranges / 2, &v->slices[XG2_SLICE_TEXT]);
+    if (!rc) rc = build_slice(v, word_ranges, sizeof word_ranges / sizeof *word_ranges / 2, &v->slices[XG2_SLICE_WORD]);
     return rc;
 }
 

@@ -50,7 +50,7 @@ typedef struct {
     xg2_trie suffixes;
 } xg2_slice;
 
-enum { XG2_SLICE_JSON, XG2_SLICE_TEXT, XG2_N_SLICES };
+enum { XG2_SLICE_JSON, XG2_SLICE_TEXT, XG2_SLICE_WORD, XG2_N_SLICES }; /* widest class first */
 
 struct xg2_vocab {
     int refs;

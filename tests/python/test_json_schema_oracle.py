@@ -138,6 +138,30 @@ def test_bounded_string_masks_match_matcher(deepseek, mistral, case):
             check_instance(vocab, schema, inst, [7, case, j], f"bounded {case}.{j}")
 
 
+# Dense string states that take a token slice: a pattern's "." (no line
+# terminators: the JSON and text slices leave U+2028/U+2029 out for it), an
+# identifier class (the ASCII letters-and-digits slice), a URL-like path class
+# (no slice fits; the trie walk), and a plain string holding U+2028 (the slice
+# applies; the few tokens with that character are walked).
+PATTERNS = [
+    ({"type": "string", "pattern": "^https://example.org/api/.*$"},
+     ["https://example.org/api/organisations/organisation_1", "https://example.org/api/ünï cødé, \"q\""]),
+    ({"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}, ["my_identifier2", "X"]),
+    ({"type": "string", "pattern": "^(https?://)?[a-z0-9.-]+\\.[a-z]{2,6}[/\\w .-]*$"},
+     ["https://en.wikipedia.org/wiki/Color", "example.com/a b/c.d"]),
+    ({"type": "object", "properties": {"s": {"type": "string"}, "p": {"type": "string", "pattern": "^.*$"}}},
+     [{"s": "line\u2028sep\u2029end", "p": "any text but newlines"}]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(PATTERNS)))
+def test_sliced_string_masks_match_matcher(deepseek, mistral, case):
+    schema, instances = PATTERNS[case]
+    for vocab in (deepseek, mistral):
+        for j, inst in enumerate(instances):
+            check_instance(vocab, schema, inst, [8, case, j], f"pattern {case}.{j}")
+
+
 def test_masks_hold_when_the_cache_evicts(deepseek):
     # A 32 KiB limit holds about one vocabulary-wide mask: entries are evicted and
     # recomputed between fills, and every mask must stay exact.
