@@ -941,7 +941,7 @@ class _Converter:
             if s["uniqueItems"] is True:
                 raise _Unsupported("the complement of uniqueItems is not supported")
             handled.add("uniqueItems")
-        unknown = [k for k in keys - handled if k in KNOWN]
+        unknown = sorted(k for k in keys - handled if k in KNOWN)
         if unknown:
             raise _Unsupported(f'cannot negate "{unknown[0]}"')
         out.extend(alts)

@@ -713,7 +713,9 @@ def mod_rules(p: int, s: int, prefix: str, add_rule, int_text: bool = False) -> 
     def name(k):
         return prefix + "-" + "".join(str(x) for x in k)
 
-    for k in live:
+    for k in graph:  # the graph's order, not the set's: the same EBNF in every process
+        if k not in live:
+            continue
         edges, fin = graph[k]
         alts = []
         for ds, t in edges:

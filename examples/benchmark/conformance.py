@@ -286,6 +286,12 @@ class OursEngine(Engine):
         except self.refusals as e:
             raise CompileFailure(f"{type(e).__name__}: {e}") from None
 
+    def set_cache_limit(self, limit: int) -> None:
+        """A compiler whose token-mask cache holds at most ``limit`` bytes (a tiny
+        limit forces evictions: every mask must stay exact all the same)."""
+        if self.compiler.cache_limit_bytes != limit:
+            self.compiler = self.xgr.GrammarCompiler(self.info, cache_enabled=False, cache_limit_bytes=limit)
+
     def matcher(self, compiled):
         return self.xgr.GrammarMatcher(compiled)
 
@@ -469,6 +475,8 @@ def conformance_task(args: Dict[str, Any], ctx: common.TaskContext) -> Dict[str,
     ctx.phase("init", 1800)
     eng = _get_engine(args["engine"], args["tokenizer"])
     eng.any_order = bool(args.get("any_order"))
+    if args.get("cache_limit_bytes") is not None:
+        eng.set_cache_limit(int(args["cache_limit_bytes"]))
     budget = float(args["timeout"])
     ctx.phase("compile", budget)
     t_start = time.perf_counter()
@@ -524,6 +532,7 @@ def run_conformance(opts: argparse.Namespace, corpora: Dict[str, List[SchemaCase
                     "strict": opts.strict,
                     "lenient": opts.lenient,
                     "any_order": opts.any_order,
+                    "cache_limit_bytes": opts.cache_limit_bytes if engine == "xg2" else None,
                     "timeout": opts.timeout,
                 }
                 tasks.append(((corpus, case.id, engine), args, opts.timeout))
@@ -1225,6 +1234,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap.add_argument("--lenient", action="store_true", help="lenient=True (ignore unsupported keywords)")
     ap.add_argument("--any-order", action="store_true", help="any_order=True: properties in any order "
                     "(ours and XGrammar; by default both follow the schema's order, as XGrammar does)")
+    ap.add_argument("--cache-limit-bytes", type=int, default=None,
+                    help="ours: the token-mask cache limit (a tiny one, say 65536, forces evictions)")
     ap.add_argument("--limit", type=int, default=None, help="a random sample of N schemas per corpus (--seed)")
     ap.add_argument("--files", default=None, help="only files whose base name matches this glob")
     ap.add_argument("--workers", type=int, default=1, help="worker processes per engine (engines run side by side; default 1)")
@@ -1287,7 +1298,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print("no engine can run", file=sys.stderr)
             return 2
         header += [
-            f"Options: strict_mode={opts.strict}, lenient={opts.lenient}, any_order={opts.any_order}, any whitespace, "
+            f"Options: strict_mode={opts.strict}, lenient={opts.lenient}, any_order={opts.any_order}, "
+            f"cache_limit_bytes={opts.cache_limit_bytes or 'default'}, any whitespace, "
             f"timeout {opts.timeout:g} s per schema, tokenizer `{os.path.basename(opts.tokenizer.rstrip('/'))}`.",
             "",
         ]

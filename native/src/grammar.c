@@ -145,8 +145,9 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl) {
     uint32_t *csize = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
     uint32_t *order = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
     uint64_t *rsize = xg2__calloc(n ? n : 1, sizeof(uint64_t));
+    uint8_t *comp_inlined = xg2__calloc(n ? n : 1, 1); /* per component: a dispatcher of it is inlined */
     gr.self_loop = xg2__calloc(n ? n : 1, 1);
-    if (!comp || !csize || !order || !rsize || !gr.self_loop) { rc = XG2_NOMEM(); goto out; }
+    if (!comp || !csize || !order || !rsize || !comp_inlined || !gr.self_loop) { rc = XG2_NOMEM(); goto out; }
     for (uint32_t r = 0; r < n; r++) {
         if (vec_push(&gr.off, gr.adj.n)) { rc = XG2_NOMEM(); goto out; }
         if ((rc = collect_refs(ir, ir->rules.a[r].body, r, 1, &gr.adj, &gr.self_loop[r], 0))) goto out;
@@ -173,13 +174,19 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl) {
          * caller's automaton.  Other recursive rules stay rules. */
         int recursive = csize[comp[r]] > 1 || gr.self_loop[r];
         int dispatcher = ir->exprs.a[ru->body].kind == XE_CHOICE;
+        /* One dispatcher per cycle of rules at most: sizes of cycle members not
+         * yet visited are unknown here, and dispatchers expanded into each other
+         * (the remainder automaton of a multipleOf, say) would multiply. */
+        int cycle_taken = csize[comp[r]] > 1 && dispatcher && comp_inlined[comp[r]];
         inl[r] = ru->kind == RK_FSM && ru->lookahead < 0 && r != ir->root && (!recursive || dispatcher) &&
-                 rsize[r] <= XG2_INLINE_MAX_NFA;
+                 !cycle_taken && rsize[r] <= XG2_INLINE_MAX_NFA;
+        if (inl[r] && recursive) comp_inlined[comp[r]] = 1;
     }
     /* The child of a counted repetition is entered by the parser, not inlined. */
     for (uint32_t r = 0; r < n; r++)
         if (ir->rules.a[r].kind == RK_REPEAT) inl[ir->exprs.a[ir->exprs.a[ir->rules.a[r].body].a].a] = 0;
 out:
+    xg2__free(comp_inlined);
     xg2__free(comp);
     xg2__free(csize);
     xg2__free(order);

@@ -132,6 +132,14 @@ def test_ours(workdir):
     assert "| `type` | 5 | 3 (60.0%) |" in md
 
 
+def test_ours_with_a_tiny_mask_cache(workdir):
+    # 4 KiB holds no vocabulary-wide mask: entries are evicted between fills; every
+    # verdict must be what the default cache gives.
+    doc = run_script(workdir, "--cache-limit-bytes", "4096")
+    _check_engine(doc, "xg2")
+    assert "cache_limit_bytes=4096" in doc["md"]
+
+
 @pytest.mark.skipif(
     not (importlib.util.find_spec("xgrammar") and importlib.util.find_spec("llguidance")),
     reason="XGrammar and LLGuidance are optional comparison engines",

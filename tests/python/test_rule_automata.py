@@ -1,8 +1,11 @@
-"""Rule automata are shared across grammars (a process-wide cache keyed by the rule's
-NFA, rule references renumbered by first appearance).  A rule body met again in
-another grammar, where the rules it references have other ids and come in another
-order, must keep referring to that grammar's rules: checked against a recursive
-recogniser of the two languages."""
+"""Rule automata across grammars and rule orders.
+
+They are shared across grammars (a process-wide cache keyed by the rule's NFA, rule
+references renumbered by first appearance): a rule body met again in another
+grammar, where the rules it references have other ids and come in another order,
+must keep referring to that grammar's rules (checked against a recursive recogniser
+of the two languages).  And which rules are inlined must not depend on the order the
+rules are written in."""
 
 import random
 
@@ -96,3 +99,37 @@ def test_shared_rule_automaton_keeps_each_grammars_references():
         assert _accepts(c1_again, s) == want1, s
     assert n_pq > 50 and n_qp > 50  # both languages genuinely exercised
     assert len(strings) - n_pq - n_qp > 200  # and many strings outside both
+
+
+def _mod_grammar(m: int, order) -> str:
+    """Digit strings whose value is divisible by m: one rule per remainder, each a
+    choice referencing the others (a cycle of m dispatcher rules, as multipleOf
+    writes them), rules listed in the given order."""
+    lines = ["root ::= [0-9] r0x"]  # at least one digit; r0x tracks the remainder after it
+    rules = {}
+    for i in range(m):
+        alts = [f'"{d}" r{(10 * i + d) % m}' for d in range(10)]
+        if i == 0:
+            alts.append('""')
+        rules[f"r{i}"] = " | ".join(alts)
+    lines[0] = "root ::= r0"
+    for name in order:
+        lines.append(f"{name} ::= {rules[name]}")
+    return "\n".join(lines)
+
+
+def test_cycles_of_dispatcher_rules_compile_in_any_rule_order():
+    # Inlining a whole cycle of choice rules into each other multiplies; which ones
+    # get inlined must not depend on the order the rules are written in.
+    info = xgr.TokenizerInfo(list("0123456789"), xgr.VocabType.RAW)
+    compiler = xgr.GrammarCompiler(info, cache_enabled=False)
+    m = 30
+    names = [f"r{i}" for i in range(m)]
+    rng = random.Random(1)
+    numbers = ["0", "30", "60", "90", "120", "7", "31", "45", "1230", "99990", "123456789", "900000000", "0030"]
+    for _ in range(6):
+        order = names[:]
+        rng.shuffle(order)
+        compiled = compiler.compile_grammar(_mod_grammar(m, order))
+        for s in numbers:
+            assert _accepts(compiled, s) == (int(s) % m == 0), (order[:5], s)
