@@ -113,7 +113,12 @@ static int grow_locked(void) {
     return 0;
 }
 
+int xg2__dfa_cache_fits(uint32_t n_key, const xg2_dfa *d) {
+    return sizeof(dfa_entry) + sizeof(uint32_t) * (size_t)n_key + dfa_bytes(d) <= XG2_DFA_CACHE_ENTRY_BYTES;
+}
+
 void xg2__dfa_cache_add(const uint32_t *key, uint32_t n_key, const xg2_dfa *d) {
+    if (!xg2__dfa_cache_fits(n_key, d)) return;
     dfa_entry *e = xg2__calloc(1, sizeof *e);
     if (!e) goto fail;
     e->hash = hash_key(key, n_key);
@@ -122,7 +127,6 @@ void xg2__dfa_cache_add(const uint32_t *key, uint32_t n_key, const xg2_dfa *d) {
     if (!e->key || xg2__dfa_copy(d, &e->dfa)) goto fail;
     memcpy(e->key, key, sizeof(uint32_t) * n_key);
     e->bytes = sizeof *e + sizeof(uint32_t) * n_key + dfa_bytes(d);
-    if (e->bytes > XG2_DFA_CACHE_BYTES / 4) goto fail; /* one rule must not flush the others */
     pthread_mutex_lock(&cache.lock);
     if (cache.bytes + e->bytes > XG2_DFA_CACHE_BYTES) clear_locked();
     if (cache.n + 1 > cache.n_buckets && grow_locked()) {

@@ -9,7 +9,9 @@
  * Rule references are numbered by first appearance in the key and in the
  * cached DFA, and renamed to the caller's rules on a hit.
  *
- * Bounded: past XG2_DFA_CACHE_BYTES the cache is emptied and starts over.
+ * Bounded: past XG2_DFA_CACHE_BYTES the cache is emptied and starts over; a
+ * DFA over XG2_DFA_CACHE_ENTRY_BYTES is not kept (the rules that recur across
+ * grammars are small; a big one is one schema's own).
  * Thread-safe (one mutex; lookups copy the DFA out).
  */
 #ifndef XG2_DFACACHE_H
@@ -17,11 +19,15 @@
 
 #include "fsm.h"
 
-#define XG2_DFA_CACHE_BYTES ((size_t)64 << 20)
+#define XG2_DFA_CACHE_BYTES ((size_t)32 << 20)
+#define XG2_DFA_CACHE_ENTRY_BYTES ((size_t)1 << 20)
 
 /* On a hit: *out is a copy of the cached DFA (rule edges hold slot numbers)
  * and 1 is returned; 0 on a miss; -1 on allocation failure. */
 XG2_HIDDEN int xg2__dfa_cache_find(const uint32_t *key, uint32_t n_key, xg2_dfa *out);
+
+/* Whether a DFA of this size would be kept (callers skip preparing others). */
+XG2_HIDDEN int xg2__dfa_cache_fits(uint32_t n_key, const xg2_dfa *d);
 
 /* Store a copy of d (rule edges already slot numbers) under key.  Failing to
  * store (no memory) is not an error: the cache is only a cache. */

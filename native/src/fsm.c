@@ -1037,6 +1037,7 @@ static void from_slots(xg2_dfa *d, const uint32_t *slots, const loop_rec *loops)
 }
 
 static void store(const xg2_u32vec *key, const xg2_u32vec *slots, const xg2_dfa *d) {
+    if (!xg2__dfa_cache_fits(key->n, d)) return;
     xg2_dfa canon;
     if (xg2__dfa_copy(d, &canon)) { xg2__clear_error(); return; }
     uint32_t nr = canon.n ? canon.roff[canon.n] : 0;
