@@ -34,35 +34,6 @@ static size_t dfa_bytes(const xg2_dfa *d) {
            sizeof(xg2_loop_info) * d->n_loops;
 }
 
-int xg2__dfa_copy(const xg2_dfa *src, xg2_dfa *dst) {
-    memset(dst, 0, sizeof *dst);
-    dst->n = src->n;
-    dst->n_loops = src->n_loops;
-    dst->conflict_expr = src->conflict_expr;
-    if (!src->n) return XG2_OK;
-    uint32_t nb = src->boff[src->n], nr = src->roff[src->n];
-    dst->boff = xg2__malloc(sizeof(uint32_t) * (src->n + 1));
-    dst->roff = xg2__malloc(sizeof(uint32_t) * (src->n + 1));
-    dst->br = xg2__malloc(sizeof(xg2_brange) * (nb ? nb : 1));
-    dst->re = xg2__malloc(sizeof(xg2_redge) * (nr ? nr : 1));
-    dst->final = xg2__malloc(src->n);
-    dst->tag = xg2__malloc(sizeof(uint32_t) * src->n);
-    dst->loops = src->n_loops ? xg2__malloc(sizeof(xg2_loop_info) * src->n_loops) : NULL;
-    if (!dst->boff || !dst->roff || !dst->br || !dst->re || !dst->final || !dst->tag || (src->n_loops && !dst->loops)) {
-        xg2__dfa_free(dst);
-        return XG2_NOMEM();
-    }
-    memcpy(dst->boff, src->boff, sizeof(uint32_t) * (src->n + 1));
-    memcpy(dst->roff, src->roff, sizeof(uint32_t) * (src->n + 1));
-    if (nb) memcpy(dst->br, src->br, sizeof(xg2_brange) * nb);
-    if (nr) memcpy(dst->re, src->re, sizeof(xg2_redge) * nr);
-    memcpy(dst->final, src->final, src->n);
-    if (src->tag) memcpy(dst->tag, src->tag, sizeof(uint32_t) * src->n);
-    else memset(dst->tag, 0, sizeof(uint32_t) * src->n);
-    if (src->n_loops) memcpy(dst->loops, src->loops, sizeof(xg2_loop_info) * src->n_loops);
-    return XG2_OK;
-}
-
 static void entry_free(dfa_entry *e) {
     xg2__free(e->key);
     xg2__dfa_free(&e->dfa);
@@ -118,7 +89,6 @@ int xg2__dfa_cache_fits(uint32_t n_key, const xg2_dfa *d) {
 }
 
 void xg2__dfa_cache_add(const uint32_t *key, uint32_t n_key, const xg2_dfa *d) {
-    if (!xg2__dfa_cache_fits(n_key, d)) return;
     dfa_entry *e = xg2__calloc(1, sizeof *e);
     if (!e) goto fail;
     e->hash = hash_key(key, n_key);
@@ -149,10 +119,4 @@ void xg2__dfa_cache_add(const uint32_t *key, uint32_t n_key, const xg2_dfa *d) {
 fail:
     if (e) entry_free(e);
     xg2__clear_error();
-}
-
-void xg2__dfa_cache_clear(void) {
-    pthread_mutex_lock(&cache.lock);
-    clear_locked();
-    pthread_mutex_unlock(&cache.lock);
 }

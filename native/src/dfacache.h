@@ -29,14 +29,9 @@ XG2_HIDDEN int xg2__dfa_cache_find(const uint32_t *key, uint32_t n_key, xg2_dfa 
 /* Whether a DFA of this size would be kept (callers skip preparing others). */
 XG2_HIDDEN int xg2__dfa_cache_fits(uint32_t n_key, const xg2_dfa *d);
 
-/* Store a copy of d (rule edges already slot numbers) under key.  Failing to
- * store (no memory) is not an error: the cache is only a cache. */
+/* Store a copy of d (rule edges already slot numbers; xg2__dfa_cache_fits)
+ * under key.  Failing to store (no memory) is not an error: the cache is only a
+ * cache. */
 XG2_HIDDEN void xg2__dfa_cache_add(const uint32_t *key, uint32_t n_key, const xg2_dfa *d);
-
-/* Empty the cache (tests, and XG2 callers that want the memory back). */
-XG2_HIDDEN void xg2__dfa_cache_clear(void);
-
-/* A deep copy of a DFA; XG2_OK or XG2_ERR_NOMEM. */
-XG2_HIDDEN int xg2__dfa_copy(const xg2_dfa *src, xg2_dfa *dst);
 
 #endif

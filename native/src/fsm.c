@@ -53,6 +53,35 @@ void xg2__dfa_free(xg2_dfa *d) {
     memset(d, 0, sizeof *d);
 }
 
+int xg2__dfa_copy(const xg2_dfa *src, xg2_dfa *dst) {
+    memset(dst, 0, sizeof *dst);
+    dst->n = src->n;
+    dst->n_loops = src->n_loops;
+    dst->conflict_expr = src->conflict_expr;
+    if (!src->n) return XG2_OK;
+    uint32_t nb = src->boff[src->n], nr = src->roff[src->n];
+    dst->boff = xg2__malloc(sizeof(uint32_t) * (src->n + 1));
+    dst->roff = xg2__malloc(sizeof(uint32_t) * (src->n + 1));
+    dst->br = xg2__malloc(sizeof(xg2_brange) * (nb ? nb : 1));
+    dst->re = xg2__malloc(sizeof(xg2_redge) * (nr ? nr : 1));
+    dst->final = xg2__malloc(src->n);
+    dst->tag = xg2__malloc(sizeof(uint32_t) * src->n);
+    dst->loops = src->n_loops ? xg2__malloc(sizeof(xg2_loop_info) * src->n_loops) : NULL;
+    if (!dst->boff || !dst->roff || !dst->br || !dst->re || !dst->final || !dst->tag || (src->n_loops && !dst->loops)) {
+        xg2__dfa_free(dst);
+        return XG2_NOMEM();
+    }
+    memcpy(dst->boff, src->boff, sizeof(uint32_t) * (src->n + 1));
+    memcpy(dst->roff, src->roff, sizeof(uint32_t) * (src->n + 1));
+    if (nb) memcpy(dst->br, src->br, sizeof(xg2_brange) * nb);
+    if (nr) memcpy(dst->re, src->re, sizeof(xg2_redge) * nr);
+    memcpy(dst->final, src->final, src->n);
+    if (src->tag) memcpy(dst->tag, src->tag, sizeof(uint32_t) * src->n);
+    else memset(dst->tag, 0, sizeof(uint32_t) * src->n);
+    if (src->n_loops) memcpy(dst->loops, src->loops, sizeof(xg2_loop_info) * src->n_loops);
+    return XG2_OK;
+}
+
 /* ---- NFA construction ---- */
 
 static uint32_t new_state(nfa_builder *b) {
@@ -978,6 +1007,13 @@ out:
 #define KEY_MAX_EDGES (1u << 18) /* bigger NFAs are built, not cached */
 #define KEY_MAX_SLOTS 1024       /* distinct rules referenced */
 
+/* Index of rule in slots, or slots->n if absent. */
+static uint32_t slot_of(const xg2_u32vec *slots, uint32_t rule) {
+    uint32_t k = 0;
+    while (k < slots->n && slots->a[k] != rule) k++;
+    return k;
+}
+
 /* The NFA as a cache key: sizes, edges in build order with rule references
  * renumbered by first appearance (slots[k] is the rule of slot k), loop tags,
  * loops without their IR expression.  Returns 0, 1 if the NFA is not to be
@@ -993,8 +1029,7 @@ static int nfa_key(const nfa_builder *b, uint32_t final, xg2_u32vec *key, xg2_u3
         const nedge *e = &b->e.a[i];
         uint32_t a = e->a;
         if (e->kind == NE_RULE) {
-            uint32_t k = 0;
-            while (k < slots->n && slots->a[k] != a) k++;
+            uint32_t k = slot_of(slots, a);
             if (k == slots->n) {
                 if (slots->n == KEY_MAX_SLOTS) return 1;
                 if (vec_push(slots, a)) return -1;
@@ -1041,11 +1076,7 @@ static void store(const xg2_u32vec *key, const xg2_u32vec *slots, const xg2_dfa 
     xg2_dfa canon;
     if (xg2__dfa_copy(d, &canon)) { xg2__clear_error(); return; }
     uint32_t nr = canon.n ? canon.roff[canon.n] : 0;
-    for (uint32_t j = 0; j < nr; j++) {
-        uint32_t k = 0;
-        while (k < slots->n && slots->a[k] != canon.re[j].rule) k++;
-        canon.re[j].rule = k; /* every rule of the DFA is an NFA rule edge */
-    }
+    for (uint32_t j = 0; j < nr; j++) canon.re[j].rule = slot_of(slots, canon.re[j].rule); /* all present */
     for (uint32_t k = 0; k < canon.n_loops; k++) canon.loops[k].expr = 0;
     xg2__dfa_cache_add(key->a, key->n, &canon);
     xg2__dfa_free(&canon);

@@ -52,6 +52,9 @@ typedef struct {
 
 XG2_HIDDEN void xg2__dfa_free(xg2_dfa *d);
 
+/* A deep copy of a DFA; XG2_OK or XG2_ERR_NOMEM. */
+XG2_HIDDEN int xg2__dfa_copy(const xg2_dfa *src, xg2_dfa *dst);
+
 /* Build the minimal DFA of one expression.
  *   inline_rule[r]: references to rule r are expanded in place (NULL: none);
  *   self_rule:      the rule whose body this is (tail self-references loop), or

@@ -86,31 +86,35 @@ void xg2__mask_memo_clear(xg2_mask_memo *memo) {
 static xg2_mask_entry *memo_find(const xg2_mask_memo *memo, uint64_t k1, uint64_t k2) {
     if (!memo) return NULL;
     for (uint32_t j = 0; j < memo->n; j++)
-        if (memo->k1[j] == k1 && memo->k2[j] == k2) return memo->e[j];
+        if (memo->e[j]->k1 == k1 && memo->e[j]->k2 == k2) return memo->e[j];
     return NULL;
 }
 
-/* After a fill: the memo becomes the fill's first entries.  owned[j]: the fill
- * holds a reference of its own on ents[j] (taken from the pool), which the memo
- * takes over or which is dropped; entries found in the old memo stay as they
+/* A kernel item's entry during a fill; owned: the fill holds a reference of its
+ * own (taken from the pool), else the entry is the memo's. */
+typedef struct {
+    xg2_mask_entry *e;
+    int owned;
+} held_entry;
+
+/* After a fill: the memo becomes the fill's first entries.  An owned reference
+ * moves into the memo or is dropped; entries found in the old memo stay as they
  * are, so a fill in unchanged states writes no shared reference count. */
-static void memo_update(xg2_mask_memo *memo, xg2_mask_entry **ents, const uint8_t *owned, uint32_t n_ent) {
+static void memo_update(xg2_mask_memo *memo, const held_entry *held, uint32_t n_held) {
     xg2_mask_memo next = {0};
     uint8_t kept[XG2_MEMO_SLOTS] = {0};
-    for (uint32_t j = 0; j < n_ent; j++) {
-        xg2_mask_entry *e = ents[j];
+    for (uint32_t j = 0; j < n_held; j++) {
+        xg2_mask_entry *e = held[j].e;
         int in_next = 0;
         for (uint32_t q = 0; q < next.n; q++) in_next |= next.e[q] == e;
         if (in_next || next.n == XG2_MEMO_SLOTS) {
-            if (owned[j]) xg2__pool_release(e);
+            if (held[j].owned) xg2__pool_release(e);
             continue;
         }
-        if (!owned[j]) { /* from the old memo: its reference moves over */
+        if (!held[j].owned) { /* from the old memo: its reference moves over */
             for (uint32_t q = 0; q < memo->n; q++)
                 if (memo->e[q] == e && !kept[q]) { kept[q] = 1; break; }
         }
-        next.k1[next.n] = e->k1;
-        next.k2[next.n] = e->k2;
         next.e[next.n++] = e;
     }
     for (uint32_t q = 0; q < memo->n; q++)
@@ -130,8 +134,7 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
         }
     }
     /* Gather the kernel items' entries (few: usually one). */
-    xg2_mask_entry *small[8], **ents = small;
-    uint8_t small_owned[8], *owned = small_owned;
+    held_entry small[8], *held = small;
     uint32_t n_ent = 0, cap_ent = 8;
     int rc = XG2_OK;
     VEC(int32_t) merged = {0};
@@ -140,38 +143,38 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
         if (it.origin >= k && !(k == 0 && i == begin)) continue; /* a prediction */
         if (!(g->states[it.state].flags & (SF_BYTES | SF_REFS | SF_REPEAT))) continue;
         if (n_ent == cap_ent) {
-            xg2_mask_entry **bigger = xg2__malloc(sizeof(*bigger) * cap_ent * 2);
-            uint8_t *bigger_owned = xg2__malloc(cap_ent * 2);
-            if (!bigger || !bigger_owned) { xg2__free(bigger); xg2__free(bigger_owned); rc = XG2_NOMEM(); goto out; }
-            memcpy(bigger, ents, sizeof(*bigger) * n_ent);
-            memcpy(bigger_owned, owned, n_ent);
-            if (ents != small) { xg2__free((void *)ents); xg2__free(owned); }
-            ents = bigger;
-            owned = bigger_owned;
+            held_entry *bigger = xg2__malloc(sizeof(*bigger) * cap_ent * 2);
+            if (!bigger) { rc = XG2_NOMEM(); goto out; }
+            memcpy(bigger, held, sizeof(*bigger) * n_ent);
+            if (held != small) xg2__free(held);
+            held = bigger;
             cap_ent *= 2;
         }
         uint64_t k1, k2;
         xg2__mask_key(g, v, &it, &k1, &k2);
-        if ((ents[n_ent] = memo_find(memo, k1, k2))) {
-            owned[n_ent++] = 0;
-            continue;
+        held_entry *h = &held[n_ent];
+        if ((h->e = memo_find(memo, k1, k2))) {
+            h->owned = 0;
+        } else {
+            if ((rc = xg2__mask_entry_get(g, v, &it, k1, k2, &h->e))) goto out;
+            h->owned = 1;
         }
-        if ((rc = xg2__mask_entry_get(g, v, &it, k1, k2, &ents[n_ent]))) goto out;
-        owned[n_ent++] = 1;
+        n_ent++;
     }
     /* Accepted tokens: copy the first bitset, OR the others, then set listed ids. */
     int wrote = 0;
     for (uint32_t j = 0; j < n_ent; j++) {
-        if (!ents[j]->bits) continue;
-        if (!wrote) memcpy(row, ents[j]->bits, words * sizeof(uint32_t));
-        else for (size_t w = 0; w < words; w++) row[w] |= ents[j]->bits[w];
+        const uint32_t *bits = held[j].e->bits;
+        if (!bits) continue;
+        if (!wrote) memcpy(row, bits, words * sizeof(uint32_t));
+        else for (size_t w = 0; w < words; w++) row[w] |= bits[w];
         wrote = 1;
     }
     if (!wrote) memset(row, 0, words * sizeof(uint32_t));
     const xg2_mask_entry *with_unc = NULL;
     int n_unc_entries = 0;
     for (uint32_t j = 0; j < n_ent; j++) {
-        const xg2_mask_entry *e = ents[j];
+        const xg2_mask_entry *e = held[j].e;
         for (uint32_t x = 0; x < e->n_acc; x++) {
             uint32_t t = (uint32_t)e->acc[x];
             row[t >> 5] |= 1u << (t & 31);
@@ -205,12 +208,12 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
     }
 out:
     if (memo) {
-        memo_update(memo, ents, owned, n_ent);
+        memo_update(memo, held, n_ent);
     } else {
         for (uint32_t j = 0; j < n_ent; j++)
-            if (owned[j]) xg2__pool_release(ents[j]);
+            if (held[j].owned) xg2__pool_release(held[j].e);
     }
-    if (ents != small) { xg2__free((void *)ents); xg2__free(owned); }
+    if (held != small) xg2__free(held);
     vec_free(&merged);
     return rc;
 }

@@ -12,8 +12,7 @@
  * otherwise write on every fill.  Bounded: XG2_MEMO_SLOTS entries per matcher. */
 #define XG2_MEMO_SLOTS 4
 typedef struct {
-    uint64_t k1[XG2_MEMO_SLOTS], k2[XG2_MEMO_SLOTS];
-    xg2_mask_entry *e[XG2_MEMO_SLOTS];
+    xg2_mask_entry *e[XG2_MEMO_SLOTS]; /* looked up by their own keys (k1, k2) */
     uint32_t n;
 } xg2_mask_memo;
 

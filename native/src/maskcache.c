@@ -239,6 +239,15 @@ typedef struct {
     const xg2_byteset *follow;
 } walker;
 
+/* One DFA step of an item at q with loop count `count` on byte c: 1 with the
+ * target state and count, or 0 if the byte (or a counted loop) refuses it. */
+static int item_step(const xg2_grammar *g, uint32_t q, uint32_t count, uint8_t c, uint32_t *s, uint32_t *n) {
+    *s = xg2__step(g, q, c);
+    *n = 0;
+    if (*s != XG2_NONE && g->n_loops) *n = xg2__loop_step(g, q, *s, c, count);
+    return *s != XG2_NONE && *n != UINT32_MAX;
+}
+
 /* After a push: if the parser's last set is one unguarded item in a state with
  * byte edges only that cannot end its rule (the inside of a called string or
  * object), the bytes that follow can step that item's DFA directly until it
@@ -278,9 +287,8 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         }
         int alive = -1;
         if (w->nest_from != UINT32_MAX) { /* a lone item inside a called rule */
-            uint32_t q = w->qs[d - 1], s = xg2__step(g, q, c), n = 0;
-            if (s != XG2_NONE && g->n_loops) n = xg2__loop_step(g, q, s, c, w->cs[d - 1]);
-            if (s == XG2_NONE || n == UINT32_MAX) {
+            uint32_t s, n;
+            if (!item_step(g, w->qs[d - 1], w->cs[d - 1], c, &s, &n)) {
                 alive = 0;
             } else if (!(g->states[s].flags & (SF_FINAL | SF_REFS | SF_REPEAT))) {
                 alive = 1;
@@ -300,9 +308,8 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         if (alive >= 0) {
             /* decided above */
         } else if (w->earley_from == UINT32_MAX) {
-            uint32_t s = xg2__step(g, w->qs[d - 1], c), n = 0;
-            if (s != XG2_NONE && g->n_loops) n = xg2__loop_step(g, w->qs[d - 1], s, c, w->cs[d - 1]);
-            alive = s != XG2_NONE && n != UINT32_MAX;
+            uint32_t s, n;
+            alive = item_step(g, w->qs[d - 1], w->cs[d - 1], c, &s, &n);
             if (alive) {
                 if (is_pure(g, s)) {
                     w->qs[d] = s;
