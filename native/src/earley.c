@@ -407,6 +407,7 @@ int xg2__parser_push(xg2_parser *p, uint8_t c) {
         p->input.n--;
         return 0;
     }
+    p->scanned = p->items.n - begin;
     if ((rc = closure(p, begin, k + 1)) || (rc = seal(p))) goto fail;
     return 1;
 fail:

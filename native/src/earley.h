@@ -52,6 +52,7 @@ typedef struct {
     xg2_u32vec tmp;
     xg2_guards guards;
     int root_done; /* local mode: the root instance completed at the last push */
+    uint32_t scanned; /* items the last push made by scanning (the first of its set) */
 } xg2_parser;
 
 /* Origin of the root item of a local parser (maskcache.c): its rule instance

@@ -27,9 +27,17 @@ typedef struct {
     uint32_t expr;
 } loop_rec;
 
+/* An open expansion of a right-linear region: every member ends at `to`. */
+typedef struct {
+    uint32_t region, to, serial;
+} region_ctx;
+
 typedef struct {
     const xg2_ir *ir;
     const uint8_t *inline_rule;
+    xg2_regions *regions;
+    VEC(region_ctx) ctxs;  /* open expansions, innermost last */
+    xg2_u32vec pending;    /* members whose fragment is still to build */
     int bytes_only;
     VEC(nedge) e;
     uint32_t n;
@@ -121,9 +129,59 @@ static int emit_seq(void *vctx, const uint8_t *seq, int n) {
 static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint32_t self_rule,
                   uint32_t self_start, int tail, int depth);
 
+static uint32_t region_of(const nfa_builder *b, uint32_t r) {
+    return b->regions && r != UINT32_MAX ? b->regions->region[r] : UINT32_MAX;
+}
+
+/* The innermost open expansion of region k, or NULL. */
+static const region_ctx *open_ctx(const nfa_builder *b, uint32_t k) {
+    for (uint32_t i = b->ctxs.n; i-- > 0;)
+        if (b->ctxs.a[i].region == k) return &b->ctxs.a[i];
+    return NULL;
+}
+
+/* The NFA state where member r of the open expansion x starts (made on first
+ * use; its body is built from the pending list, not recursively, so a long
+ * chain of members does not deepen the stack). */
+static uint32_t fragment(nfa_builder *b, const region_ctx *x, uint32_t r) {
+    xg2_regions *R = b->regions;
+    if (R->stamp[r] == x->serial) return R->frag[r];
+    uint32_t s = new_state(b);
+    R->frag[r] = s;
+    R->stamp[r] = x->serial;
+    if (vec_push(&b->pending, r) && !b->rc) b->rc = XG2_NOMEM();
+    return s;
+}
+
+/* Expand region member r between `start` (already made) and `to`: the member
+ * and every member its tail references reach. */
+static void build_region(nfa_builder *b, uint32_t r, uint32_t start, uint32_t to, int depth) {
+    xg2_regions *R = b->regions;
+    region_ctx x = {R->region[r], to, ++R->serial};
+    if (vec_push(&b->ctxs, x)) { if (!b->rc) b->rc = XG2_NOMEM(); return; }
+    R->frag[r] = start;
+    R->stamp[r] = x.serial;
+    uint32_t base = b->pending.n;
+    if (vec_push(&b->pending, r)) { if (!b->rc) b->rc = XG2_NOMEM(); }
+    while (b->pending.n > base && !b->rc) {
+        uint32_t m = b->pending.a[--b->pending.n];
+        build(b, b->ir->rules.a[m].body, R->frag[m], to, m, R->frag[m], 1, depth + 1);
+    }
+    b->pending.n = base;
+    b->ctxs.n--;
+}
+
 static void build_ref(nfa_builder *b, uint32_t r, uint32_t from, uint32_t to, uint32_t self_rule,
                       uint32_t self_start, int tail, int depth) {
     const xg2_ir *ir = b->ir;
+    uint32_t k = region_of(b, r);
+    if (tail && k != UINT32_MAX && k == region_of(b, self_rule)) { /* a move inside the region */
+        const region_ctx *x = open_ctx(b, k);
+        if (x) {
+            add_edge(b, NE_EPS, from, fragment(b, x, r), 0, 0);
+            return;
+        }
+    }
     if (r == self_rule && tail) {
         add_edge(b, NE_EPS, from, self_start, 0, 0);
         return;
@@ -131,6 +189,12 @@ static void build_ref(nfa_builder *b, uint32_t r, uint32_t from, uint32_t to, ui
     int expand = b->bytes_only || (b->inline_rule && b->inline_rule[r]);
     if (!expand) {
         add_edge(b, NE_RULE, from, to, r, 0);
+        return;
+    }
+    if (k != UINT32_MAX) {
+        uint32_t s0 = new_state(b);
+        add_edge(b, NE_EPS, from, s0, 0, 0);
+        build_region(b, r, s0, to, depth);
         return;
     }
     if (!b->bytes_only && b->sp >= MAX_INLINE_DEPTH) { /* deep chains stay references */
@@ -1082,11 +1146,12 @@ static void store(const xg2_u32vec *key, const xg2_u32vec *slots, const xg2_dfa 
     xg2__dfa_free(&canon);
 }
 
-int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, uint32_t self_rule,
-                   int bytes_only, xg2_dfa *out) {
+int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, xg2_regions *regions,
+                   uint32_t self_rule, int bytes_only, xg2_dfa *out) {
     nfa_builder b = {0};
     b.ir = ir;
     b.inline_rule = inline_rule;
+    b.regions = bytes_only ? NULL : regions;
     b.bytes_only = bytes_only;
     nfa_csr c = {0};
     xg2_dfa d = {0};
@@ -1096,7 +1161,10 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     uint32_t start = new_state(&b), final = new_state(&b);
     (void)start;
     if (self_rule != UINT32_MAX) b.stack[b.sp++] = self_rule; /* never expand a rule into itself */
-    build(&b, expr, 0, final, self_rule, 0, 1, 0);
+    if (region_of(&b, self_rule) != UINT32_MAX && expr == ir->rules.a[self_rule].body)
+        build_region(&b, self_rule, 0, final, 0);
+    else
+        build(&b, expr, 0, final, self_rule, 0, 1, 0);
     int rc = b.rc;
     if (rc) goto out;
     int cached = 0;
@@ -1141,6 +1209,8 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
 out:
     vec_free(&key);
     vec_free(&slots);
+    vec_free(&b.ctxs);
+    vec_free(&b.pending);
     vec_free(&b.e);
     vec_free(&b.ranges);
     vec_free(&b.tag);
@@ -1153,7 +1223,7 @@ out:
 
 int xg2__fsm_unit_pattern(const xg2_ir *ir, uint32_t expr) {
     xg2_dfa d = {0};
-    int rc = xg2__fsm_build(ir, expr, NULL, UINT32_MAX, 1, &d);
+    int rc = xg2__fsm_build(ir, expr, NULL, NULL, UINT32_MAX, 1, &d);
     if (rc) {
         xg2__dfa_free(&d);
         return rc == XG2_ERR_NOMEM ? -1 : 0;

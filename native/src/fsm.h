@@ -55,15 +55,31 @@ XG2_HIDDEN void xg2__dfa_free(xg2_dfa *d);
 /* A deep copy of a DFA; XG2_OK or XG2_ERR_NOMEM. */
 XG2_HIDDEN int xg2__dfa_copy(const xg2_dfa *src, xg2_dfa *dst);
 
+/* Right-linear regions: rules whose references among themselves are all in
+ * tail position (a DFA written one rule per state, say) together match a
+ * regular language, so expanding the region's entry builds every member in
+ * place, a tail reference to a member becoming a plain move to its fragment.
+ * A region is a cycle of such rules or one rule, plus the ones that only it
+ * references, in tail position (decided in grammar.c).  `region` is per rule
+ * (UINT32_MAX: in none); `frag` and `stamp` are scratch per rule, owned by the
+ * caller. */
+typedef struct {
+    const uint32_t *region;
+    uint32_t *frag;  /* NFA start state of a member in the open expansion */
+    uint32_t *stamp; /* which expansion set frag */
+    uint32_t serial;
+} xg2_regions;
+
 /* Build the minimal DFA of one expression.
  *   inline_rule[r]: references to rule r are expanded in place (NULL: none);
+ *   regions:        right-linear regions (NULL: none);
  *   self_rule:      the rule whose body this is (tail self-references loop), or
  *                   UINT32_MAX;
  *   bytes_only:     every reference must be expanded (lookahead assertions);
  *                   a recursive one is an error.
  * An empty language gives n == 0. */
 XG2_HIDDEN int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule,
-                              uint32_t self_rule, int bytes_only, xg2_dfa *out);
+                              xg2_regions *regions, uint32_t self_rule, int bytes_only, xg2_dfa *out);
 
 /* 1 if expr (plain bytes) is a valid counted-loop child: not empty, and no
  * string of it is a proper prefix of another (each iteration ends by itself);

@@ -21,10 +21,11 @@ XG2_HIDDEN int xg2__ebnf_parse(xg2_ir *ir, const char *text, size_t len, const c
 
 typedef struct {
     xg2_u32vec off, adj; /* rule graph in CSR form */
+    VEC(uint8_t) tail;   /* per edge: the reference is in tail position */
     uint8_t *self_loop;  /* a non-tail reference to itself */
 } rule_graph;
 
-static int collect_refs(const xg2_ir *ir, uint32_t id, uint32_t self, int tail, xg2_u32vec *out,
+static int collect_refs(const xg2_ir *ir, uint32_t id, uint32_t self, int tail, rule_graph *gr,
                         uint8_t *self_loop, int depth) {
     if (depth > 8 * XG2_MAX_NEST_DEPTH) return xg2__fail(XG2_ERR_LIMIT, "grammar expression nested too deeply");
     const xg2_expr *e = &ir->exprs.a[id];
@@ -34,13 +35,13 @@ static int collect_refs(const xg2_ir *ir, uint32_t id, uint32_t self, int tail, 
             if (!tail) *self_loop = 1;
             return 0;
         }
-        return vec_push(out, e->a) ? XG2_NOMEM() : 0;
-    case XE_REPEAT: return collect_refs(ir, e->a, self, 0, out, self_loop, depth + 1);
+        return vec_push(&gr->adj, e->a) || vec_push(&gr->tail, (uint8_t)tail) ? XG2_NOMEM() : 0;
+    case XE_REPEAT: return collect_refs(ir, e->a, self, 0, gr, self_loop, depth + 1);
     case XE_SEQ:
     case XE_CHOICE:
         for (uint32_t i = 0; i < e->n; i++) {
             int t = tail && (e->kind == XE_CHOICE || i + 1 == e->n);
-            int rc = collect_refs(ir, ir->pool.a[e->a + i], self, t, out, self_loop, depth + 1);
+            int rc = collect_refs(ir, ir->pool.a[e->a + i], self, t, gr, self_loop, depth + 1);
             if (rc) return rc;
         }
         return 0;
@@ -137,7 +138,92 @@ static uint64_t est_size(const xg2_ir *ir, uint32_t id, const uint8_t *inl, cons
     return 1;
 }
 
-static int decide_inlining(const xg2_ir *ir, uint8_t *inl) {
+/* Right-linear regions (see fsm.h).  A component of the rule graph can be
+ * built as part of an automaton when its rules are plain (no lookahead, no
+ * counter) and reference each other only in tail position.  Components are
+ * visited callers first: one whose every reference from outside is a tail
+ * reference from a single region joins that region, so it is built once,
+ * inside that region's automaton; any other starts a region of its own.
+ * region[r] is the region (a component id), UINT32_MAX outside any.  A region
+ * stops growing at XG2_REGION_MAX_NFA estimated states (a bigger component
+ * stays in none): its automaton is built whole, minimisation included. */
+static int find_regions(const xg2_ir *ir, const rule_graph *gr, const uint32_t *comp, uint32_t *region) {
+    uint32_t n = ir->rules.n, nc = 0;
+    for (uint32_t r = 0; r < n; r++) nc = comp[r] + 1 > nc ? comp[r] + 1 : nc;
+    uint8_t *plain = xg2__malloc(nc ? nc : 1);
+    uint32_t *owner = xg2__malloc(sizeof(uint32_t) * (nc ? nc : 1));
+    uint64_t *size = xg2__calloc(nc ? nc : 1, sizeof(uint64_t));   /* per region */
+    uint64_t *own = xg2__calloc(nc ? nc : 1, sizeof(uint64_t));    /* per component */
+    uint32_t *in_off = xg2__calloc((size_t)n + 1, sizeof(uint32_t)); /* incoming edges (CSR) */
+    uint32_t *in_edge = xg2__malloc(sizeof(uint32_t) * (gr->adj.n ? gr->adj.n : 1));
+    uint32_t *src = xg2__malloc(sizeof(uint32_t) * (gr->adj.n ? gr->adj.n : 1));
+    uint32_t *members = xg2__malloc(sizeof(uint32_t) * (n ? n : 1)), *mstart = xg2__calloc((size_t)nc + 1, sizeof(uint32_t));
+    uint8_t *no_inl = xg2__calloc(n ? n : 1, 1);
+    int rc = XG2_OK;
+    if (!plain || !owner || !size || !own || !in_off || !in_edge || !src || !members || !mstart || !no_inl) {
+        rc = XG2_NOMEM();
+        goto out;
+    }
+    memset(plain, 1, nc ? nc : 1);
+    for (uint32_t r = 0; r < n; r++) {
+        const xg2_rule_ir *ru = &ir->rules.a[r];
+        if (ru->kind != RK_FSM || ru->lookahead >= 0 || gr->self_loop[r]) plain[comp[r]] = 0;
+        own[comp[r]] += est_size(ir, ru->body, no_inl, NULL, 0);
+        for (uint32_t j = gr->off.a[r]; j < gr->off.a[r + 1]; j++) {
+            src[j] = r;
+            in_off[gr->adj.a[j] + 1]++;
+            if (comp[gr->adj.a[j]] == comp[r] && !gr->tail.a[j]) plain[comp[r]] = 0;
+        }
+        mstart[comp[r] + 1]++;
+    }
+    for (uint32_t r = 0; r < n; r++) in_off[r + 1] += in_off[r];
+    for (uint32_t c = 0; c < nc; c++) mstart[c + 1] += mstart[c];
+    {
+        uint32_t *fill = xg2__malloc(sizeof(uint32_t) * ((size_t)n + nc + 1));
+        if (!fill) { rc = XG2_NOMEM(); goto out; }
+        memcpy(fill, in_off, sizeof(uint32_t) * n);
+        for (uint32_t j = 0; j < gr->adj.n; j++) in_edge[fill[gr->adj.a[j]]++] = j;
+        memcpy(fill, mstart, sizeof(uint32_t) * nc);
+        for (uint32_t r = 0; r < n; r++) members[fill[comp[r]]++] = r;
+        xg2__free(fill);
+    }
+    for (uint32_t c = nc; c-- > 0;) { /* callers first */
+        owner[c] = UINT32_MAX;
+        if (!plain[c] || own[c] > XG2_REGION_MAX_NFA) continue;
+        uint32_t o = UINT32_MAX;
+        int alone = 0, referenced = 0;
+        for (uint32_t i = mstart[c]; i < mstart[c + 1] && !alone; i++) {
+            uint32_t r = members[i];
+            if (r == ir->root) alone = 1;
+            for (uint32_t k = in_off[r]; k < in_off[r + 1] && !alone; k++) {
+                uint32_t j = in_edge[k], u = src[j];
+                if (comp[u] == c) continue;
+                referenced = 1;
+                uint32_t ou = owner[comp[u]];
+                if (!gr->tail.a[j] || ou == UINT32_MAX || (o != UINT32_MAX && o != ou)) alone = 1;
+                o = ou;
+            }
+        }
+        if (alone || !referenced || size[o] + own[c] > XG2_REGION_MAX_NFA) o = c;
+        owner[c] = o;
+        size[o] += own[c];
+    }
+    for (uint32_t r = 0; r < n; r++) region[r] = owner[comp[r]];
+out:
+    xg2__free(plain);
+    xg2__free(owner);
+    xg2__free(size);
+    xg2__free(own);
+    xg2__free(in_off);
+    xg2__free(in_edge);
+    xg2__free(src);
+    xg2__free(members);
+    xg2__free(mstart);
+    xg2__free(no_inl);
+    return rc;
+}
+
+static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint32_t *region, int use_regions) {
     uint32_t n = ir->rules.n;
     rule_graph gr = {0};
     int rc = XG2_OK;
@@ -146,11 +232,12 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl) {
     uint32_t *order = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
     uint64_t *rsize = xg2__calloc(n ? n : 1, sizeof(uint64_t));
     uint8_t *comp_inlined = xg2__calloc(n ? n : 1, 1); /* per component: a dispatcher of it is inlined */
+    uint64_t *regsize = xg2__calloc(n ? n : 1, sizeof(uint64_t)); /* per region: members, then their size */
     gr.self_loop = xg2__calloc(n ? n : 1, 1);
-    if (!comp || !csize || !order || !rsize || !comp_inlined || !gr.self_loop) { rc = XG2_NOMEM(); goto out; }
+    if (!comp || !csize || !order || !rsize || !comp_inlined || !regsize || !gr.self_loop) { rc = XG2_NOMEM(); goto out; }
     for (uint32_t r = 0; r < n; r++) {
         if (vec_push(&gr.off, gr.adj.n)) { rc = XG2_NOMEM(); goto out; }
-        if ((rc = collect_refs(ir, ir->rules.a[r].body, r, 1, &gr.adj, &gr.self_loop[r], 0))) goto out;
+        if ((rc = collect_refs(ir, ir->rules.a[r].body, r, 1, &gr, &gr.self_loop[r], 0))) goto out;
     }
     if (vec_push(&gr.off, gr.adj.n)) { rc = XG2_NOMEM(); goto out; }
     if ((rc = scc(&gr, n, comp, csize))) goto out;
@@ -164,9 +251,38 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl) {
         for (uint32_t r = 0; r < n; r++) order[cnt[comp[r]]++] = r;
         xg2__free(cnt);
     }
+    if (use_regions) {
+        if ((rc = find_regions(ir, &gr, comp, region))) goto out;
+        /* A region of one rule is just that rule. */
+        for (uint32_t r = 0; r < n; r++)
+            if (region[r] != UINT32_MAX) regsize[region[r]]++;
+        for (uint32_t r = 0; r < n; r++)
+            if (region[r] != UINT32_MAX && regsize[region[r]] == 1) region[r] = UINT32_MAX;
+        memset(regsize, 0, sizeof(uint64_t) * n);
+    } else {
+        for (uint32_t r = 0; r < n; r++) region[r] = UINT32_MAX;
+    }
     for (uint32_t k = 0; k < n; k++) {
         uint32_t r = order[k];
         const xg2_rule_ir *ru = &ir->rules.a[r];
+        if (region[r] != UINT32_MAX && region[r] != comp[r]) { /* built inside its region only */
+            regsize[region[r]] += est_size(ir, ru->body, inl, rsize, 0);
+            continue;
+        }
+        if (region[r] != UINT32_MAX) {
+            /* The region's entry component (callers come after their callees
+             * in `order`, so its other members are counted): inlined whole or
+             * not at all, each entry sized as the region. */
+            uint32_t m = csize[comp[r]];
+            uint64_t total = regsize[comp[r]];
+            for (uint32_t i = k; i < k + m; i++) total += est_size(ir, ir->rules.a[order[i]].body, inl, rsize, 0);
+            for (uint32_t i = k; i < k + m; i++) {
+                rsize[order[i]] = total;
+                inl[order[i]] = order[i] != ir->root && total <= XG2_INLINE_MAX_NFA;
+            }
+            k += m - 1;
+            continue;
+        }
         rsize[r] = est_size(ir, ru->body, inl, rsize, 0);
         /* A recursive rule is expanded into its callers (once: the builder never
          * expands a rule into itself) only if it is a dispatcher -- a choice, like
@@ -187,6 +303,7 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl) {
         if (ir->rules.a[r].kind == RK_REPEAT) inl[ir->exprs.a[ir->exprs.a[ir->rules.a[r].body].a].a] = 0;
 out:
     xg2__free(comp_inlined);
+    xg2__free(regsize);
     xg2__free(comp);
     xg2__free(csize);
     xg2__free(order);
@@ -194,6 +311,7 @@ out:
     xg2__free(gr.self_loop);
     vec_free(&gr.off);
     vec_free(&gr.adj);
+    vec_free(&gr.tail);
     return rc;
 }
 
@@ -209,7 +327,7 @@ static int build_lookaheads(xg2_grammar *g, const uint8_t *want) {
     int rc = XG2_OK;
     for (uint32_t r = 0; r < ir->rules.n && !rc; r++) {
         if (!want[r] || ir->rules.a[r].lookahead < 0) continue;
-        if ((rc = xg2__fsm_build(ir, (uint32_t)ir->rules.a[r].lookahead, NULL, UINT32_MAX, 1, &la))) {
+        if ((rc = xg2__fsm_build(ir, (uint32_t)ir->rules.a[r].lookahead, NULL, NULL, UINT32_MAX, 1, &la))) {
             char msg[900];
             snprintf(msg, sizeof msg, "%s", xg2_last_error());
             rc = xg2__fail(rc, "in the lookahead assertion of rule \"%s\": %s", xg2__ir_name(ir, r), msg);
@@ -492,21 +610,30 @@ out:
 
 /* ---- linking ---- */
 
-static int link_grammar(xg2_grammar *g, uint32_t *conflict) {
+/* Link with right-linear regions merged (use_regions; *merged: some region
+ * was) or each rule on its own. */
+static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int *merged) {
     const xg2_ir *ir = &g->ir;
     uint32_t n = ir->rules.n;
     int rc = XG2_OK;
+    xg2_regions regions = {0};
+    uint32_t *region = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
+    regions.frag = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
+    regions.stamp = xg2__calloc(n ? n : 1, sizeof(uint32_t));
+    regions.region = region;
     uint8_t *inl = xg2__calloc(n, 1);
     uint8_t *want = xg2__calloc(n, 1);
     xg2_dfa *dfa = xg2__calloc(n, sizeof(xg2_dfa));
     xg2_u32vec queue = {0};
     uint32_t *loop_base = NULL, *ncls = NULL;
     g->rules = xg2__calloc(n, sizeof(xg2_rule));
-    if (!inl || !want || !dfa || !g->rules) { rc = XG2_NOMEM(); goto out; }
+    if (!inl || !want || !dfa || !g->rules || !region || !regions.frag || !regions.stamp) { rc = XG2_NOMEM(); goto out; }
     g->n_rules = n;
     g->root = ir->root;
     for (uint32_t r = 0; r < n; r++) g->rules[r].lookahead = -1;
-    if ((rc = decide_inlining(ir, inl))) goto out;
+    if ((rc = decide_inlining(ir, inl, region, use_regions))) goto out;
+    *merged = 0;
+    for (uint32_t r = 0; r < n; r++) *merged |= region[r] != UINT32_MAX;
 
     /* Build the automata of every rule the root can still reach. */
     want[ir->root] = 1;
@@ -531,7 +658,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict) {
             }
             continue;
         }
-        if ((rc = xg2__fsm_build(ir, ru->body, inl, r, 0, &dfa[r]))) {
+        if ((rc = xg2__fsm_build(ir, ru->body, inl, &regions, r, 0, &dfa[r]))) {
             if (rc == XG2__LOOP_CONFLICT) *conflict = dfa[r].conflict_expr;
             goto out;
         }
@@ -706,6 +833,9 @@ out:
     if (dfa)
         for (uint32_t r = 0; r < n; r++) xg2__dfa_free(&dfa[r]);
     xg2__free(dfa);
+    xg2__free(region);
+    xg2__free(regions.frag);
+    xg2__free(regions.stamp);
     xg2__free(inl);
     xg2__free(want);
     xg2__free(loop_base);
@@ -737,9 +867,19 @@ static void unlink_grammar(xg2_grammar *g) {
 /* Link; a counted loop that its rule's automaton cannot keep apart becomes a
  * counted rule, and linking starts over. */
 static int link_with_fallbacks(xg2_grammar *g) {
+    int use_regions = 1;
     for (uint32_t attempt = 0;; attempt++) {
         uint32_t conflict = 0;
-        int rc = link_grammar(g, &conflict);
+        int merged = 0;
+        int rc = link_grammar(g, &conflict, use_regions, &merged);
+        if (rc == XG2_ERR_LIMIT && merged) {
+            /* A merged region can determinise past the limits where its rules
+             * one by one do not (a right-linear NFA, not a DFA): run them as rules. */
+            unlink_grammar(g);
+            xg2__clear_error();
+            use_regions = 0;
+            continue;
+        }
         if (rc != XG2__LOOP_CONFLICT) return rc;
         unlink_grammar(g);
         if (attempt >= 4096) return xg2__fail(XG2_ERR_LIMIT, "too many counted repetitions to place");

@@ -24,6 +24,7 @@
 #define XG2_MAX_DFA_STATES 20000        /* per rule; larger rules are split */
 #define XG2_MAX_TOTAL_STATES (1 << 24)  /* per grammar */
 #define XG2_INLINE_MAX_NFA 512          /* inline a rule this small into its callers */
+#define XG2_REGION_MAX_NFA (1 << 14)    /* estimated NFA states of a right-linear region */
 #define XG2_MAX_SET_ITEMS (1 << 18)     /* Earley items at one input position */
 #define XG2_MAX_GUARDS 4096             /* distinct pending-lookahead sets per matcher */
 #define XG2_LOOKAHEAD_SEARCH 32         /* bytes searched to prove a lookahead can hold */

@@ -231,6 +231,9 @@ typedef struct {
     xg2_parser *p;       /* used below earley_from */
     uint32_t earley_from; /* depth where the Earley parser took over, or UINT32_MAX */
     uint32_t nest_from;   /* depth below which a lone item steps as a DFA, or UINT32_MAX */
+    uint32_t nest_rule;   /* that item's rule */
+    int nest_root;        /* that item is the root item itself */
+    uint32_t nest_base;   /* the rule nested from depth 0 (see call_only), or XG2_NONE */
     uint32_t *qs;        /* DFA state per depth */
     uint32_t *cs;        /* loop count per depth */
     uint8_t *cand;       /* cand[d]: some token through depth d may be uncertain */
@@ -238,6 +241,8 @@ typedef struct {
     uint8_t *path;       /* path[d]: the byte into depth d */
     const xg2_byteset *follow;
 } walker;
+
+static int is_pure(const xg2_grammar *g, uint32_t s);
 
 /* One DFA step of an item at q with loop count `count` on byte c: 1 with the
  * target state and count, or 0 if the byte (or a counted loop) refuses it. */
@@ -248,18 +253,41 @@ static int item_step(const xg2_grammar *g, uint32_t q, uint32_t count, uint8_t c
     return *s != XG2_NONE && *n != UINT32_MAX;
 }
 
-/* After a push: if the parser's last set is one unguarded item in a state with
- * byte edges only that cannot end its rule (the inside of a called string or
- * object), the bytes that follow can step that item's DFA directly until it
- * reaches a state that ends the rule or calls one: the parser is only needed
- * from there on.  Returns the item's state, or XG2_NONE. */
-static uint32_t lone_item(const xg2_parser *p, uint32_t *count) {
-    uint32_t b = p->set_start.a[p->ns - 1];
-    if (p->items.n - b != 1) return XG2_NONE;
-    const xg2_item *it = &p->items.a[b];
-    if (it->guard || (p->g->states[it->state].flags & (SF_FINAL | SF_REFS | SF_REPEAT))) return XG2_NONE;
+static int ends_rule(const xg2_grammar *g, uint32_t s, uint32_t count) {
+    return (g->states[s].flags & SF_FINAL) && xg2__loop_may_end(g, s, count);
+}
+
+/* After a push: if the byte was scanned by a single unguarded item in a state
+ * with byte edges only (the inside of a called string or key), everything else
+ * in the set comes from completing that item's rule, and those items can only
+ * take bytes of the rule's FOLLOW set.  So the following bytes can step the
+ * item's DFA directly -- from a state that ends the rule, only bytes outside
+ * FOLLOW -- and the parser is needed again only from a state with rule edges
+ * or a FOLLOW byte at an end on.  Not for rules with a lookahead (completing
+ * them adds guards).  Returns the item's state, or XG2_NONE. */
+static uint32_t nest_item(const xg2_parser *p, uint32_t *count, uint32_t *rule, int *root) {
+    const xg2_grammar *g = p->g;
+    if (p->scanned != 1) return XG2_NONE;
+    const xg2_item *it = &p->items.a[p->set_start.a[p->ns - 1]];
+    if (it->guard || !is_pure(g, it->state)) return XG2_NONE;
+    uint32_t r = g->states[it->state].rule;
+    if (g->rules[r].lookahead >= 0) return XG2_NONE;
     *count = it->count;
+    *rule = r;
+    *root = it->origin == XG2_LOCAL_ROOT;
     return it->state;
+}
+
+/* A state that only calls one rule (no byte edges, no end): all its tokens
+ * start inside that rule -- nested from depth 0, as after a push (nest_item),
+ * since the item itself moves only when the callee completes.  Returns the
+ * callee, or XG2_NONE. */
+static uint32_t call_only(const xg2_grammar *g, uint32_t q) {
+    const xg2_state *st = &g->states[q];
+    if ((st->flags & (SF_BYTES | SF_FINAL | SF_REPEAT)) || st->ref_n != 1) return XG2_NONE;
+    uint32_t r = g->refs_tab[st->ref_off].rule;
+    if (g->rules[r].kind != RK_FSM || g->rules[r].lookahead >= 0 || !is_pure(g, g->rules[r].start)) return XG2_NONE;
+    return r;
 }
 
 /* Walk trie t from the item's start configuration; OR accepted tokens into
@@ -276,6 +304,11 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         uint8_t c = nd->byte;
         w->path[d] = c;
         if (w->nest_from != UINT32_MAX && d - 1 < w->nest_from) w->nest_from = UINT32_MAX;
+        if (d == 1 && w->nest_base != XG2_NONE) { /* back at the start: nested again */
+            w->nest_from = 0;
+            w->nest_rule = w->nest_base;
+            w->nest_root = 0;
+        }
         if (w->earley_from != UINT32_MAX) {
             if (d - 1 < w->earley_from) {
                 w->earley_from = UINT32_MAX; /* back above the switch: DFA mode again */
@@ -287,14 +320,19 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         }
         int alive = -1;
         if (w->nest_from != UINT32_MAX) { /* a lone item inside a called rule */
-            uint32_t s, n;
-            if (!item_step(g, w->qs[d - 1], w->cs[d - 1], c, &s, &n)) {
+            uint32_t q = w->qs[d - 1], s, n;
+            int at_end = ends_rule(g, q, w->cs[d - 1]);
+            int handover = at_end && !w->nest_root && byteset_has(&g->follow[w->nest_rule], c);
+            if (!handover && !item_step(g, q, w->cs[d - 1], c, &s, &n)) {
                 alive = 0;
-            } else if (!(g->states[s].flags & (SF_FINAL | SF_REFS | SF_REPEAT))) {
+            } else if (!handover && is_pure(g, s)) {
                 alive = 1;
                 w->qs[d] = s;
                 w->cs[d] = n;
-                w->comp[d] = 0; /* the called rule is still open */
+                /* A called rule that ends here may end the root too; but the
+                 * next byte is then outside FOLLOW (else the parser takes
+                 * over), which contains what may follow the root. */
+                w->comp[d] = (uint8_t)(w->nest_root && ends_rule(g, s, n));
             } else { /* the parser takes over again: give it the bytes stepped so far */
                 for (uint32_t k = w->nest_from + 1; k < d; k++) {
                     int r = xg2__parser_push(w->p, w->path[k]);
@@ -302,6 +340,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
                     if (!r) return xg2__fail(XG2_ERR_INTERNAL, "nested DFA walk and parser disagree");
                     pushed++;
                 }
+                if (d - 1 > w->nest_from) w->comp[d - 1] = (uint8_t)w->p->root_done;
                 w->nest_from = UINT32_MAX;
             }
         }
@@ -330,7 +369,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             if (alive) {
                 pushed++;
                 w->comp[d] = (uint8_t)w->p->root_done;
-                uint32_t n, q = w->p->root_done ? XG2_NONE : lone_item(w->p, &n);
+                uint32_t n, q = nest_item(w->p, &n, &w->nest_rule, &w->nest_root);
                 if (q != XG2_NONE) {
                     w->nest_from = d;
                     w->qs[d] = q;
@@ -432,8 +471,9 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     memset(ws->cand, 0, depth);
     memset(ws->comp, 0, depth);
     ws->unc.n = 0;
-    walker w = {g, &ws->p, UINT32_MAX, UINT32_MAX, ws->qs, ws->cs, ws->cand, ws->comp, ws->path,
-                &g->follow[g->states[it->state].rule]};
+    walker w = {.g = g, .p = &ws->p, .earley_from = UINT32_MAX, .nest_from = UINT32_MAX, .nest_base = XG2_NONE, .qs = ws->qs,
+                .cs = ws->cs, .cand = ws->cand, .comp = ws->comp, .path = ws->path,
+                .follow = &g->follow[g->states[it->state].rule]};
     if (!ws->have_p) {
         if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) return rc;
         ws->have_p = 1;
@@ -443,18 +483,35 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     }
 
     const xg2_trie *t = &v->trie;
-    if (is_pure(g, it->state)) {
-        w.qs[0] = it->state;
-        w.cs[0] = it->count;
+    /* The automaton the walk steps from the start: the item's own, or that of
+     * the one rule the item calls (the item then nests it from depth 0, and
+     * what follows the callee's ends is that rule's FOLLOW set). */
+    uint32_t q0 = it->state, n0 = it->count, callee;
+    const xg2_byteset *follow0 = w.follow;
+    int stepped = is_pure(g, q0);
+    if (!stepped) {
+        w.earley_from = 0;
+        if ((callee = call_only(g, q0)) != XG2_NONE) {
+            q0 = g->rules[callee].start;
+            n0 = 0;
+            follow0 = &g->follow[callee];
+            w.nest_from = 0;
+            w.nest_rule = w.nest_base = callee;
+            stepped = 1;
+        }
+    }
+    if (stepped) {
+        w.qs[0] = q0;
+        w.cs[0] = n0;
         for (int k = 0; k < XG2_N_SLICES; k++) {
             const xg2_slice *s = &v->slices[k];
             if (!s->rest.nodes) continue;
-            if (slice_loops(g, v, s, it->state, it->count)) {
+            if (slice_loops(g, v, s, q0, n0)) {
                 for (size_t i = 0; i < words; i++) acc[i] |= s->whole[i];
                 t = &s->suffixes;
                 break;
             }
-            if (slice_contained(g, v, s, it->state, it->count)) {
+            if (slice_contained(g, v, s, q0, n0)) {
                 for (size_t i = 0; i < words; i++) acc[i] |= s->all[i];
                 t = &s->rest;
                 break;
@@ -463,15 +520,13 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
         for (int k = 0; k < XG2_N_SLICES && t == &v->trie; k++) {
             const xg2_slice *s = &v->slices[k];
             uint32_t r;
-            if (!s->rest.nodes || !slice_bounded(g, s, it->state, it->count, w.follow, &r)) continue;
+            if (!s->rest.nodes || !slice_bounded(g, s, q0, n0, follow0, &r)) continue;
             if (r) {
                 const uint32_t *up = s->upto + (size_t)(r - 1) * words;
                 for (size_t i = 0; i < words; i++) acc[i] |= up[i];
             }
             t = &s->rest;
         }
-    } else {
-        w.earley_from = 0;
     }
     if ((rc = walk(&w, t, acc, &ws->unc))) goto drop_parser;
 

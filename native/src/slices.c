@@ -30,7 +30,7 @@ static int class_dfa(const uint32_t *ranges, uint32_t n_ranges, xg2_slice *s) {
     if (!rc) {
         uint32_t cls = xg2__ir_class(&ir, ranges, n_ranges, 0);
         uint32_t star = xg2__ir_repeat(&ir, cls, 0, -1);
-        rc = ir.err ? XG2_NOMEM() : xg2__fsm_build(&ir, star, NULL, UINT32_MAX, 1, &d);
+        rc = ir.err ? XG2_NOMEM() : xg2__fsm_build(&ir, star, NULL, NULL, UINT32_MAX, 1, &d);
     }
     if (!rc) {
         s->n_dfa = d.n;

@@ -8,6 +8,9 @@ of the two languages).  And which rules are inlined must not depend on the order
 rules are written in."""
 
 import random
+import re
+
+import pytest
 
 import xg2_plugin as xgr
 
@@ -133,3 +136,74 @@ def test_cycles_of_dispatcher_rules_compile_in_any_rule_order():
         compiled = compiler.compile_grammar(_mod_grammar(m, order))
         for s in numbers:
             assert _accepts(compiled, s) == (int(s) % m == 0), (order[:5], s)
+
+
+# A right-linear group too big to inline: a DFA written one rule per state, as the
+# JSON Schema front-end writes a format intersected with a pattern.
+def _chain_group(n: int) -> str:
+    """Words over [a-z] whose letters go round c0 .. c{n-1} in order, any length,
+    ending anywhere; each state a rule that references the next only at its end."""
+    lines = ['root ::= "<" c0 ">" ("," "<" c0 ">")*']
+    for i in range(n):
+        letter = "abcdefghijklmnopqrstuvwxyz"[i % 26]
+        lines.append(f'c{i} ::= "{letter}" c{(i + 1) % n} | [0-9] c{i} | ""')
+    return "\n".join(lines)
+
+
+def _chain_ok(text: str, n: int) -> bool:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for part in text.split(","):
+        if len(part) < 2 or part[0] != "<" or part[-1] != ">":
+            return False
+        i = 0
+        for ch in part[1:-1]:
+            if ch.isdigit():
+                continue
+            if ch != letters[i % 26]:
+                return False
+            i = (i + 1) % n
+    return True
+
+
+@pytest.mark.parametrize("n", [60, 200])
+def test_right_linear_group_runs_as_one_automaton(n):
+    # The group's rules reference each other only at their ends: the core merges
+    # them into one automaton -- inlined into root when small (n = 60), else the
+    # automaton of c0 -- so after "<ab1c" the parser holds no item of c1, c2, c3.
+    info = xgr.TokenizerInfo(list("<>,abcdefghijklmnopqrstuvwxyz0123456789"), xgr.VocabType.RAW)
+    compiled = xgr.GrammarCompiler(info, cache_enabled=False).compile_grammar(_chain_group(n))
+    m = xgr.GrammarMatcher(compiled)
+    assert m.accept_string("<ab1c")
+    items = [line.split()[0] for line in m._debug_print_internal_state().splitlines()[1:] if line.strip()]
+    assert not {"c1", "c2", "c3"} & set(items) and ("c0" in items) == (n == 200), items
+    rng = random.Random(3)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for _ in range(300):
+        words = []
+        for _ in range(rng.randint(1, 3)):
+            k = rng.randint(0, 70)
+            w = "".join(letters[i % n % 26] + ("7" if rng.random() < 0.2 else "") for i in range(k))
+            if rng.random() < 0.3 and w:  # break it
+                j = rng.randrange(len(w))
+                w = w[:j] + rng.choice("abz9") + w[j + 1:]
+            words.append(f"<{w}>")
+        text = ",".join(words)
+        assert _accepts(compiled, text) == _chain_ok(text, n), text
+
+
+def test_right_linear_group_too_big_to_determinise_runs_as_rules():
+    # ((0|1)* 1 (0|1){k})* (0|1)* 1 (0|1){k-1} written as a cycle of right-linear
+    # rules is a group whose automaton needs about 2^k states: it is refused as one
+    # automaton, and the rules run one by one under the parser instead -- same
+    # language, no error.
+    k = 18
+    lines = ["root ::= a", 'a ::= [01] a | "1" b1']
+    lines += [f"b{i} ::= [01] b{i + 1}" for i in range(1, k)]
+    lines.append(f'b{k} ::= [01] a | ""')
+    info = xgr.TokenizerInfo(["0", "1"], xgr.VocabType.RAW)
+    compiled = xgr.GrammarCompiler(info, cache_enabled=False).compile_grammar("\n".join(lines))
+    pattern = re.compile(r"(?:[01]*1[01]{%d})*[01]*1[01]{%d}" % (k, k - 1))
+    rng = random.Random(5)
+    for _ in range(200):
+        text = "".join(rng.choice("01") for _ in range(rng.randint(1, 3 * k)))
+        assert _accepts(compiled, text) == bool(pattern.fullmatch(text)), text

@@ -624,6 +624,24 @@ class GrammarCase:
     closers: Sequence[str] = ()  # texts a random walk prefers when it wants to finish
 
 
+# Right-linear groups (a DFA written one rule per state, as the JSON Schema
+# front-end writes intersected string constraints): the core merges each group
+# into one automaton, and mask walks step it directly, through its final states,
+# handing over to the parser only on a byte that may follow the group -- "," and
+# "]" here, which the digit group also takes inside.
+RIGHT_LINEAR_EBNF = r"""
+root ::= "[" item ("," item)* "]"
+item ::= "\"" w0 "\"" | "#" k0
+w0 ::= [a-zé] w1 | ""
+w1 ::= [a-z0-9é] w1 | "-" w2 | ""
+w2 ::= [a-z0-9é] w1
+k0 ::= [0-9] k0 | "," k1 | ""
+k1 ::= [0-9] k0
+"""
+_RL_ITEM = r'(?:"(?:[a-zé](?:[a-z0-9é]|-[a-z0-9é])*)?"|#(?:[0-9]|,[0-9])*)'
+RIGHT_LINEAR_RE = r"\[" + _RL_ITEM + r"(?:," + _RL_ITEM + r")*\]"
+
+
 def _rx(pattern):
     return regex_checkers(pattern)
 
@@ -694,6 +712,12 @@ _add(GrammarCase(
     ["日本語 😀 é naïve", "😀 😀 Ω≈ç été 🚀!", "🚀! 日本語"],
     *_rx(MULTIBYTE_RE),
     closers=("é",),
+))
+_add(GrammarCase(
+    "right_linear", RIGHT_LINEAR_EBNF,
+    ['["ab-c9","","été-x",#12,3,#,"z"]', '[#1,2,3,#,4,"q-1-2",#99]', '["a"]'],
+    *_rx(RIGHT_LINEAR_RE),
+    closers=('"', ",", "]", "-", "1", '",', "],"),
 ))
 
 GRAMMAR_NAMES = list(CASES)
