@@ -341,12 +341,6 @@ typedef struct {
     uint32_t limit;
 } dstates;
 
-static uint64_t hash_set(const uint32_t *a, uint32_t n) {
-    uint64_t h = n;
-    for (uint32_t i = 0; i < n; i++) h = xg2__mix64(h, a[i]);
-    return h;
-}
-
 static int dstates_grow(dstates *d) {
     uint32_t ncap = d->cap ? d->cap * 2 : 64;
     uint32_t *t = xg2__calloc(ncap, sizeof(uint32_t));
@@ -355,7 +349,7 @@ static int dstates_grow(dstates *d) {
     for (uint32_t id = 0; id < n; id++) {
         const uint32_t *a = d->pool.a + d->off.a[id];
         uint32_t len = d->off.a[id + 1] - d->off.a[id];
-        uint32_t h = (uint32_t)hash_set(a, len) & (ncap - 1);
+        uint32_t h = (uint32_t)xg2__hash_u32s(a, len) & (ncap - 1);
         while (t[h]) h = (h + 1) & (ncap - 1);
         t[h] = id + 1;
     }
@@ -370,7 +364,7 @@ static int dstates_grow(dstates *d) {
 static int dstate_id(dstates *d, const xg2_u32vec *set, uint32_t *id) {
     uint32_t n = d->off.n - 1;
     if ((uint64_t)(n + 1) * 2 > d->cap && dstates_grow(d)) return XG2_NOMEM();
-    uint32_t h = (uint32_t)hash_set(set->a, set->n) & (d->cap - 1);
+    uint32_t h = (uint32_t)xg2__hash_u32s(set->a, set->n) & (d->cap - 1);
     while (d->table[h]) {
         uint32_t cand = d->table[h] - 1;
         uint32_t len = d->off.a[cand + 1] - d->off.a[cand];
@@ -499,16 +493,6 @@ static int set_tag(const nfa_csr *c, const uint32_t *m, uint32_t n, uint32_t *ta
     return XG2_OK;
 }
 
-/* The interval [pts[k], pts[k+1]) that holds byte b (pts ascending, distinct). */
-static uint32_t interval_of(const uint32_t *pts, uint32_t np, uint32_t b) {
-    uint32_t lo = 0, hi = np - 1; /* pts[lo] <= b < pts[hi] */
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (pts[mid] <= b) lo = mid; else hi = mid;
-    }
-    return lo;
-}
-
 /* Subset construction.  Returns XG2_ERR_LIMIT (message set) past `limit` states,
  * XG2__LOOP_CONFLICT (out->conflict_expr set) for a loop that must be a rule. */
 static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
@@ -575,6 +559,10 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
         for (uint32_t k = 0; k < pts.n; k++)
             if (!np || pts.a[np - 1] != pts.a[k]) pts.a[np++] = pts.a[k];
         pts.n = np;
+        /* Every edge starts and ends at boundaries: edge lo..hi covers intervals
+         * at[lo] .. at[hi + 1] - 1. */
+        uint32_t at[257];
+        for (uint32_t k = 0; k < np; k++) at[pts.a[k]] = k;
         /* Bucket the edges by the intervals they cover (one pass per edge, not
          * one scan of all edges per interval: wide alternations stay linear). */
         uint32_t nint = np ? np - 1 : 0;
@@ -583,7 +571,7 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
         bstart.n = nint + 1;
         uint64_t total = 0;
         for (uint32_t j = 0; j < bedges.n; j++) {
-            uint32_t k0 = interval_of(pts.a, np, bedges.a[j].lo), k1 = interval_of(pts.a, np, bedges.a[j].hi);
+            uint32_t k0 = at[bedges.a[j].lo], k1 = at[bedges.a[j].hi + 1] - 1;
             for (uint32_t k = k0; k <= k1; k++) bstart.a[k]++;
             total += k1 - k0 + 1;
         }
@@ -594,7 +582,7 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
             acc += c0;
         }
         for (uint32_t j = 0; j < bedges.n; j++) { /* ascending j inside each bucket */
-            uint32_t k0 = interval_of(pts.a, np, bedges.a[j].lo), k1 = interval_of(pts.a, np, bedges.a[j].hi);
+            uint32_t k0 = at[bedges.a[j].lo], k1 = at[bedges.a[j].hi + 1] - 1;
             for (uint32_t k = k0; k <= k1; k++) bitems.a[bstart.a[k]++] = j;
         }
         for (uint32_t k = 0, from = 0; k < nint; k++) {
@@ -614,7 +602,7 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
                 uint32_t k1 = (tag >> 1) - 1;
                 if (from_loop && from_outside) { conflict = c->loops[k1].expr; rc = XG2__LOOP_CONFLICT; goto out; }
                 if (from_loop)
-                    for (uint32_t b = lo; b <= hi; b++) byteset_add(&loops[k1].first, b);
+                    byteset_add_range(&loops[k1].first, lo, hi);
             }
             if ((rc = entry_conflict(c, set.a, set.n, &estack, eseen, &conflict))) goto out;
             if ((rc = closure(c, &set)) || (rc = dstate_id(&ds, &set, &id))) goto out;
@@ -729,7 +717,7 @@ static int sig_intern(sig_table *t, const xg2_u32vec *sig, uint32_t *id) {
         if (!tab) return XG2_NOMEM();
         for (uint32_t k = 0; k < t->at.n; k++) {
             const uint32_t *r = t->pool.a + t->at.a[k];
-            uint32_t h = (uint32_t)hash_set(r + 1, r[0]) & (ncap - 1);
+            uint32_t h = (uint32_t)xg2__hash_u32s(r + 1, r[0]) & (ncap - 1);
             while (tab[h]) h = (h + 1) & (ncap - 1);
             tab[h] = k + 1;
         }
@@ -737,7 +725,7 @@ static int sig_intern(sig_table *t, const xg2_u32vec *sig, uint32_t *id) {
         t->tab = tab;
         t->cap = ncap;
     }
-    uint32_t h = (uint32_t)hash_set(sig->a, sig->n) & (t->cap - 1);
+    uint32_t h = (uint32_t)xg2__hash_u32s(sig->a, sig->n) & (t->cap - 1);
     for (; t->tab[h]; h = (h + 1) & (t->cap - 1)) {
         const uint32_t *r = t->pool.a + t->at.a[t->tab[h] - 1];
         if (r[0] == sig->n && !memcmp(r + 1, sig->a, sizeof(uint32_t) * sig->n)) {
@@ -1071,14 +1059,14 @@ static void from_slots(xg2_dfa *d, const uint32_t *slots, const loop_rec *loops)
     for (uint32_t k = 0; k < d->n_loops; k++) d->loops[k].expr = loops[k].expr;
 }
 
-static void store(const xg2_u32vec *key, const xg2_u32vec *slots, const xg2_dfa *d) {
+static void store(const xg2_u32vec *key, uint64_t hash, const xg2_u32vec *slots, const xg2_dfa *d) {
     if (!xg2__dfa_cache_fits(key->n, d)) return;
     xg2_dfa canon;
     if (xg2__dfa_copy(d, &canon)) { xg2__clear_error(); return; }
     uint32_t nr = canon.n ? canon.roff[canon.n] : 0;
     for (uint32_t j = 0; j < nr; j++) canon.re[j].rule = slot_of(slots, canon.re[j].rule); /* all present */
     for (uint32_t k = 0; k < canon.n_loops; k++) canon.loops[k].expr = 0;
-    xg2__dfa_cache_add(key->a, key->n, &canon);
+    xg2__dfa_cache_add(key->a, key->n, hash, &canon);
     xg2__dfa_free(&canon);
 }
 
@@ -1100,12 +1088,14 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     int rc = b.rc;
     if (rc) goto out;
     int cached = 0;
+    uint64_t key_hash = 0;
     if (!bytes_only) {
         int k = nfa_key(&b, final, &key, &slots);
         if (k < 0) { rc = XG2_NOMEM(); goto out; }
         if (k == 0) {
             cached = 1;
-            int hit = xg2__dfa_cache_find(key.a, key.n, out);
+            key_hash = xg2__hash_u32s(key.a, key.n);
+            int hit = xg2__dfa_cache_find(key.a, key.n, key_hash, out);
             if (hit < 0) { rc = XG2_NOMEM(); goto out; }
             if (hit) {
                 from_slots(out, slots.a, b.loops.a);
@@ -1137,7 +1127,7 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     uint32_t nblk = 0;
     if ((rc = minimize(&d, block, &nblk))) goto out;
     rc = rebuild(&d, block, nblk, out);
-    if (!rc && cached) store(&key, &slots, out);
+    if (!rc && cached) store(&key, key_hash, &slots, out);
 out:
     vec_free(&key);
     vec_free(&slots);

@@ -289,8 +289,7 @@ static int compute_follow(xg2_grammar *g) {
             if (!(g->states[s].flags & SF_BYTES)) continue;
             const uint32_t *row = g->trans + g->states[s].row;
             for (uint32_t k = 0; k < nc; k++)
-                if (row[k] != XG2_NONE)
-                    for (unsigned c = lo[k]; c < lo[k + 1]; c++) byteset_add(&first[s], c);
+                if (row[k] != XG2_NONE) byteset_add_range(&first[s], lo[k], lo[k + 1] - 1u);
         }
     }
     for (int changed = 1; changed;) {
