@@ -266,8 +266,10 @@ static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint3
 
 typedef struct {
     uint32_t n, final;
-    uint32_t *off; /* edges of state s: e[off[s] .. off[s+1]) */
+    uint32_t *off; /* byte and rule edges of state s: e[off[s] .. off[s+1]) */
     nedge *e;
+    uint32_t *eoff; /* epsilon edges of s, targets: eto[eoff[s] .. eoff[s+1]) */
+    uint32_t *eto;
     uint32_t *mark;
     uint32_t stamp;
     xg2_u32vec stack;
@@ -282,15 +284,28 @@ static int make_csr(nfa_builder *b, uint32_t final, nfa_csr *c) {
     c->n = b->n;
     c->final = final;
     c->off = xg2__calloc((size_t)b->n + 1, sizeof(uint32_t));
+    c->eoff = xg2__calloc((size_t)b->n + 1, sizeof(uint32_t));
     c->e = xg2__malloc(sizeof(nedge) * (b->e.n ? b->e.n : 1));
+    c->eto = xg2__malloc(sizeof(uint32_t) * (b->e.n ? b->e.n : 1));
     c->mark = xg2__calloc(b->n ? b->n : 1, sizeof(uint32_t));
-    if (!c->off || !c->e || !c->mark) return XG2_NOMEM();
-    for (uint32_t i = 0; i < b->e.n; i++) c->off[b->e.a[i].from + 1]++;
-    for (uint32_t s = 0; s < b->n; s++) c->off[s + 1] += c->off[s];
-    uint32_t *fill = xg2__malloc(sizeof(uint32_t) * (b->n ? b->n : 1));
+    if (!c->off || !c->eoff || !c->e || !c->eto || !c->mark) return XG2_NOMEM();
+    for (uint32_t i = 0; i < b->e.n; i++) {
+        if (b->e.a[i].kind == NE_EPS) c->eoff[b->e.a[i].from + 1]++;
+        else c->off[b->e.a[i].from + 1]++;
+    }
+    for (uint32_t s = 0; s < b->n; s++) {
+        c->off[s + 1] += c->off[s];
+        c->eoff[s + 1] += c->eoff[s];
+    }
+    uint32_t *fill = xg2__malloc(sizeof(uint32_t) * 2 * (b->n ? b->n : 1)), *efill = fill + b->n;
     if (!fill) return XG2_NOMEM();
     if (b->n) memcpy(fill, c->off, sizeof(uint32_t) * b->n);
-    for (uint32_t i = 0; i < b->e.n; i++) c->e[fill[b->e.a[i].from]++] = b->e.a[i];
+    if (b->n) memcpy(efill, c->eoff, sizeof(uint32_t) * b->n);
+    for (uint32_t i = 0; i < b->e.n; i++) { /* build order kept within each kind */
+        const nedge *e = &b->e.a[i];
+        if (e->kind == NE_EPS) c->eto[efill[e->from]++] = e->to;
+        else c->e[fill[e->from]++] = *e;
+    }
     xg2__free(fill);
     return XG2_OK;
 }
@@ -299,6 +314,8 @@ static void free_csr(nfa_csr *c) {
     xg2__free(c->in_head_closure);
     xg2__free(c->off);
     xg2__free(c->e);
+    xg2__free(c->eoff);
+    xg2__free(c->eto);
     xg2__free(c->mark);
     vec_free(&c->stack);
 }
@@ -321,9 +338,8 @@ static int closure(nfa_csr *c, xg2_u32vec *set) {
     set->n = k;
     while (c->stack.n) {
         uint32_t s = c->stack.a[--c->stack.n];
-        for (uint32_t j = c->off[s]; j < c->off[s + 1]; j++) {
-            if (c->e[j].kind != NE_EPS) continue;
-            uint32_t t = c->e[j].to;
+        for (uint32_t j = c->eoff[s]; j < c->eoff[s + 1]; j++) {
+            uint32_t t = c->eto[j];
             if (c->mark[t] == c->stamp) continue;
             c->mark[t] = c->stamp;
             if (vec_push(set, t) || vec_push(&c->stack, t)) return XG2_NOMEM();
@@ -399,9 +415,7 @@ static int cmp_redge(const void *a, const void *b) {
  * acts on its own. */
 static int inert(const nfa_csr *c, uint32_t s) {
     if (s == c->final) return 0;
-    for (uint32_t j = c->off[s]; j < c->off[s + 1]; j++)
-        if (c->e[j].kind != NE_EPS) return 0;
-    return 1;
+    return c->off[s + 1] == c->off[s];
 }
 
 /* Per loop: which NFA states the eps-closure of its head reaches; and a loop
@@ -454,10 +468,10 @@ static int entry_conflict(nfa_csr *c, const uint32_t *seeds, uint32_t n, xg2_u32
             continue; /* do not look past a head */
         }
         if (!t && !inert(c, s)) acts = 1;
-        for (uint32_t j = c->off[s]; j < c->off[s + 1]; j++) {
-            if (c->e[j].kind != NE_EPS || seen[c->e[j].to]) continue;
-            seen[c->e[j].to] = 1;
-            if (vec_push(stack, c->e[j].to)) return XG2_NOMEM();
+        for (uint32_t j = c->eoff[s]; j < c->eoff[s + 1]; j++) {
+            if (seen[c->eto[j]]) continue;
+            seen[c->eto[j]] = 1;
+            if (vec_push(stack, c->eto[j])) return XG2_NOMEM();
         }
     }
     for (uint32_t k = 0; k < stack->n; k++) seen[stack->a[k]] = 0;
@@ -527,9 +541,10 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
     if ((rc = dstate_id(&ds, &set, &id))) goto out;
     for (uint32_t d = 0; d < ds.off.n - 1; d++) {
         /* Gather the members' edges.  (Copy the member list: the pool may move.) */
-        set.n = 0;
-        for (uint32_t k = ds.off.a[d]; k < ds.off.a[d + 1]; k++)
-            if (vec_push(&set, ds.pool.a[k])) goto oom;
+        uint32_t nm = ds.off.a[d + 1] - ds.off.a[d];
+        if (vec_reserve(&set, nm)) goto oom;
+        if (nm) memcpy(set.a, ds.pool.a + ds.off.a[d], sizeof(uint32_t) * nm);
+        set.n = nm;
         uint32_t tag;
         if ((rc = set_tag(c, set.a, set.n, &tag, &conflict))) goto out;
         bedges.n = redges.n = bsrc.n = 0;
