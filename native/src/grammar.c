@@ -261,6 +261,10 @@ static int bs_or(xg2_byteset *a, const xg2_byteset *b) {
     return changed;
 }
 
+/* Fixpoint rounds sweep the states forwards and backwards in turn, so chains
+ * of rules propagate in a few rounds whichever way they are numbered. */
+#define SWEEP(i) (round & 1 ? ns - 1 - (i) : (i))
+
 /* first[s]: bytes that can start what state s still matches (through rule
  * edges and nullable rules); follow[r]: bytes that can come after rule r.
  * Both are least fixpoints. */
@@ -277,9 +281,10 @@ static int compute_follow(xg2_grammar *g, const xg2_dfa *dfa) {
             for (uint32_t j = d->boff[i]; j < d->boff[i + 1]; j++)
                 byteset_add_range(&first[rt->start + i], d->br[j].lo, d->br[j].hi);
     }
-    for (int changed = 1; changed;) {
+    for (int changed = 1, round = 0; changed; round++) {
         changed = 0;
-        for (uint32_t s = 0; s < ns; s++) {
+        for (uint32_t i = 0; i < ns; i++) {
+            uint32_t s = SWEEP(i);
             const xg2_state *st = &g->states[s];
             if (st->flags & SF_REPEAT) {
                 const xg2_rule *rr = &g->rules[st->rule];
@@ -299,18 +304,20 @@ static int compute_follow(xg2_grammar *g, const xg2_dfa *dfa) {
     uint8_t *ends = xg2__calloc(ns ? ns : 1, 1); /* state can complete its rule through nullable edges */
     if (!ends) { xg2__free(first); return XG2_NOMEM(); }
     for (uint32_t s = 0; s < ns; s++) ends[s] = (g->states[s].flags & SF_FINAL) != 0;
-    for (int changed = 1; changed;) {
+    for (int changed = 1, round = 0; changed; round++) {
         changed = 0;
-        for (uint32_t s = 0; s < ns; s++) {
+        for (uint32_t i = 0; i < ns; i++) {
+            uint32_t s = SWEEP(i);
             if (ends[s] || (g->states[s].flags & SF_REPEAT)) continue;
             const xg2_ref *e = g->refs_tab + g->states[s].ref_off;
             for (uint32_t j = 0; j < g->states[s].ref_n && !ends[s]; j++)
                 if (g->rules[e[j].rule].nullable && ends[e[j].to]) ends[s] = changed = 1;
         }
     }
-    for (int changed = 1; changed;) {
+    for (int changed = 1, round = 0; changed; round++) {
         changed = 0;
-        for (uint32_t s = 0; s < ns; s++) {
+        for (uint32_t i = 0; i < ns; i++) {
+            uint32_t s = SWEEP(i);
             const xg2_state *st = &g->states[s];
             if (st->flags & SF_REPEAT) {
                 const xg2_rule *rr = &g->rules[st->rule];
@@ -339,6 +346,7 @@ static int compute_follow(xg2_grammar *g, const xg2_dfa *dfa) {
     xg2__free(first);
     return XG2_OK;
 }
+#undef SWEEP
 
 /* ---- structural keys (the cross-grammar cache) ---- */
 
