@@ -22,12 +22,6 @@ static struct {
     size_t bytes;
 } cache = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0};
 
-static uint64_t hash_key(const uint32_t *key, uint32_t n) {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-    for (uint32_t i = 0; i < n; i++) h = xg2__mix64(h, key[i]);
-    return h;
-}
-
 static size_t dfa_bytes(const xg2_dfa *d) {
     uint32_t nb = d->n ? d->boff[d->n] : 0, nr = d->n ? d->roff[d->n] : 0;
     return sizeof(uint32_t) * 3 * ((size_t)d->n + 1) + sizeof(xg2_brange) * nb + sizeof(xg2_redge) * nr + d->n +
@@ -52,8 +46,7 @@ static void clear_locked(void) {
     cache.bytes = 0;
 }
 
-int xg2__dfa_cache_find(const uint32_t *key, uint32_t n_key, xg2_dfa *out) {
-    uint64_t h = hash_key(key, n_key);
+int xg2__dfa_cache_find(const uint32_t *key, uint32_t n_key, uint64_t h, xg2_dfa *out) {
     int found = 0;
     pthread_mutex_lock(&cache.lock);
     if (cache.n_buckets) {
@@ -88,10 +81,10 @@ int xg2__dfa_cache_fits(uint32_t n_key, const xg2_dfa *d) {
     return sizeof(dfa_entry) + sizeof(uint32_t) * (size_t)n_key + dfa_bytes(d) <= XG2_DFA_CACHE_ENTRY_BYTES;
 }
 
-void xg2__dfa_cache_add(const uint32_t *key, uint32_t n_key, const xg2_dfa *d) {
+void xg2__dfa_cache_add(const uint32_t *key, uint32_t n_key, uint64_t hash, const xg2_dfa *d) {
     dfa_entry *e = xg2__calloc(1, sizeof *e);
     if (!e) goto fail;
-    e->hash = hash_key(key, n_key);
+    e->hash = hash;
     e->n_key = n_key;
     e->key = xg2__malloc(sizeof(uint32_t) * (n_key ? n_key : 1));
     if (!e->key || xg2__dfa_copy(d, &e->dfa)) goto fail;

@@ -22,9 +22,10 @@
 #define XG2_DFA_CACHE_BYTES ((size_t)32 << 20)
 #define XG2_DFA_CACHE_ENTRY_BYTES ((size_t)1 << 20)
 
-/* On a hit: *out is a copy of the cached DFA (rule edges hold slot numbers)
+/* hash: xg2__hash_u32s(key, n_key), computed once for the lookup and the store.
+ * On a hit: *out is a copy of the cached DFA (rule edges hold slot numbers)
  * and 1 is returned; 0 on a miss; -1 on allocation failure. */
-XG2_HIDDEN int xg2__dfa_cache_find(const uint32_t *key, uint32_t n_key, xg2_dfa *out);
+XG2_HIDDEN int xg2__dfa_cache_find(const uint32_t *key, uint32_t n_key, uint64_t hash, xg2_dfa *out);
 
 /* Whether a DFA of this size would be kept (callers skip preparing others). */
 XG2_HIDDEN int xg2__dfa_cache_fits(uint32_t n_key, const xg2_dfa *d);
@@ -32,6 +33,6 @@ XG2_HIDDEN int xg2__dfa_cache_fits(uint32_t n_key, const xg2_dfa *d);
 /* Store a copy of d (rule edges already slot numbers; xg2__dfa_cache_fits)
  * under key.  Failing to store (no memory) is not an error: the cache is only a
  * cache. */
-XG2_HIDDEN void xg2__dfa_cache_add(const uint32_t *key, uint32_t n_key, const xg2_dfa *d);
+XG2_HIDDEN void xg2__dfa_cache_add(const uint32_t *key, uint32_t n_key, uint64_t hash, const xg2_dfa *d);
 
 #endif

@@ -330,8 +330,10 @@ static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint3
 
 typedef struct {
     uint32_t n, final;
-    uint32_t *off; /* edges of state s: e[off[s] .. off[s+1]) */
+    uint32_t *off; /* byte and rule edges of state s: e[off[s] .. off[s+1]) */
     nedge *e;
+    uint32_t *eoff; /* epsilon edges of s, targets: eto[eoff[s] .. eoff[s+1]) */
+    uint32_t *eto;
     uint32_t *mark;
     uint32_t stamp;
     xg2_u32vec stack;
@@ -346,15 +348,28 @@ static int make_csr(nfa_builder *b, uint32_t final, nfa_csr *c) {
     c->n = b->n;
     c->final = final;
     c->off = xg2__calloc((size_t)b->n + 1, sizeof(uint32_t));
+    c->eoff = xg2__calloc((size_t)b->n + 1, sizeof(uint32_t));
     c->e = xg2__malloc(sizeof(nedge) * (b->e.n ? b->e.n : 1));
+    c->eto = xg2__malloc(sizeof(uint32_t) * (b->e.n ? b->e.n : 1));
     c->mark = xg2__calloc(b->n ? b->n : 1, sizeof(uint32_t));
-    if (!c->off || !c->e || !c->mark) return XG2_NOMEM();
-    for (uint32_t i = 0; i < b->e.n; i++) c->off[b->e.a[i].from + 1]++;
-    for (uint32_t s = 0; s < b->n; s++) c->off[s + 1] += c->off[s];
-    uint32_t *fill = xg2__malloc(sizeof(uint32_t) * (b->n ? b->n : 1));
+    if (!c->off || !c->eoff || !c->e || !c->eto || !c->mark) return XG2_NOMEM();
+    for (uint32_t i = 0; i < b->e.n; i++) {
+        if (b->e.a[i].kind == NE_EPS) c->eoff[b->e.a[i].from + 1]++;
+        else c->off[b->e.a[i].from + 1]++;
+    }
+    for (uint32_t s = 0; s < b->n; s++) {
+        c->off[s + 1] += c->off[s];
+        c->eoff[s + 1] += c->eoff[s];
+    }
+    uint32_t *fill = xg2__malloc(sizeof(uint32_t) * 2 * (b->n ? b->n : 1)), *efill = fill + b->n;
     if (!fill) return XG2_NOMEM();
     if (b->n) memcpy(fill, c->off, sizeof(uint32_t) * b->n);
-    for (uint32_t i = 0; i < b->e.n; i++) c->e[fill[b->e.a[i].from]++] = b->e.a[i];
+    if (b->n) memcpy(efill, c->eoff, sizeof(uint32_t) * b->n);
+    for (uint32_t i = 0; i < b->e.n; i++) { /* build order kept within each kind */
+        const nedge *e = &b->e.a[i];
+        if (e->kind == NE_EPS) c->eto[efill[e->from]++] = e->to;
+        else c->e[fill[e->from]++] = *e;
+    }
     xg2__free(fill);
     return XG2_OK;
 }
@@ -363,6 +378,8 @@ static void free_csr(nfa_csr *c) {
     xg2__free(c->in_head_closure);
     xg2__free(c->off);
     xg2__free(c->e);
+    xg2__free(c->eoff);
+    xg2__free(c->eto);
     xg2__free(c->mark);
     vec_free(&c->stack);
 }
@@ -385,9 +402,8 @@ static int closure(nfa_csr *c, xg2_u32vec *set) {
     set->n = k;
     while (c->stack.n) {
         uint32_t s = c->stack.a[--c->stack.n];
-        for (uint32_t j = c->off[s]; j < c->off[s + 1]; j++) {
-            if (c->e[j].kind != NE_EPS) continue;
-            uint32_t t = c->e[j].to;
+        for (uint32_t j = c->eoff[s]; j < c->eoff[s + 1]; j++) {
+            uint32_t t = c->eto[j];
             if (c->mark[t] == c->stamp) continue;
             c->mark[t] = c->stamp;
             if (vec_push(set, t) || vec_push(&c->stack, t)) return XG2_NOMEM();
@@ -397,61 +413,85 @@ static int closure(nfa_csr *c, xg2_u32vec *set) {
     return XG2_OK;
 }
 
+/* ---- interning of u32 sequences: subset states, seed lists, signatures ---- */
+
+/* Sequence k is pool[off[k] .. off[k+1]).  Ids go by insertion, so the hash
+ * never shows in results. */
 typedef struct {
-    xg2_u32vec pool;   /* member lists of all DFA states */
-    xg2_u32vec off;    /* state d: pool[off[d] .. off[d+1]) */
-    uint32_t *table;   /* open addressing: dfa id + 1, 0 = empty */
+    xg2_u32vec pool, off, hash; /* off.n = count + 1, or 0 while empty */
+    uint32_t *tab;              /* open addressing: id + 1, 0 = empty */
     uint32_t cap;
-    uint32_t limit;
-} dstates;
+} seqtab;
 
-static uint64_t hash_set(const uint32_t *a, uint32_t n) {
-    uint64_t h = n;
-    for (uint32_t i = 0; i < n; i++) h = xg2__mix64(h, a[i]);
-    return h;
-}
+static uint32_t seq_count(const seqtab *t) { return t->off.n ? t->off.n - 1 : 0; }
 
-static int dstates_grow(dstates *d) {
-    uint32_t ncap = d->cap ? d->cap * 2 : 64;
-    uint32_t *t = xg2__calloc(ncap, sizeof(uint32_t));
-    if (!t) return XG2_NOMEM();
-    uint32_t n = d->off.n - 1;
-    for (uint32_t id = 0; id < n; id++) {
-        const uint32_t *a = d->pool.a + d->off.a[id];
-        uint32_t len = d->off.a[id + 1] - d->off.a[id];
-        uint32_t h = (uint32_t)hash_set(a, len) & (ncap - 1);
-        while (t[h]) h = (h + 1) & (ncap - 1);
-        t[h] = id + 1;
+/* Id of a[0..n) in t, or UINT32_MAX; *h gets its hash (for seq_add). */
+static uint32_t seq_find(const seqtab *t, const uint32_t *a, uint32_t n, uint32_t *h) {
+    *h = (uint32_t)xg2__hash_u32s(a, n);
+    if (!t->cap) return UINT32_MAX;
+    for (uint32_t i = *h & (t->cap - 1); t->tab[i]; i = (i + 1) & (t->cap - 1)) {
+        uint32_t k = t->tab[i] - 1;
+        if (t->hash.a[k] == *h && t->off.a[k + 1] - t->off.a[k] == n &&
+            !memcmp(t->pool.a + t->off.a[k], a, sizeof(uint32_t) * n))
+            return k;
     }
-    xg2__free(d->table);
-    d->table = t;
-    d->cap = ncap;
-    return XG2_OK;
+    return UINT32_MAX;
 }
 
-/* Id of the DFA state for member set `set`, adding it if new.  *id = UINT32_MAX
- * when the state limit is hit. */
-static int dstate_id(dstates *d, const xg2_u32vec *set, uint32_t *id) {
-    uint32_t n = d->off.n - 1;
-    if ((uint64_t)(n + 1) * 2 > d->cap && dstates_grow(d)) return XG2_NOMEM();
-    uint32_t h = (uint32_t)hash_set(set->a, set->n) & (d->cap - 1);
-    while (d->table[h]) {
-        uint32_t cand = d->table[h] - 1;
-        uint32_t len = d->off.a[cand + 1] - d->off.a[cand];
-        if (len == set->n && !memcmp(d->pool.a + d->off.a[cand], set->a, sizeof(uint32_t) * len)) {
-            *id = cand;
-            return XG2_OK;
+/* Add a[0..n), absent from t, with its hash h: its id is the old seq_count. */
+static int seq_add(seqtab *t, const uint32_t *a, uint32_t n, uint32_t h) {
+    uint32_t count = seq_count(t);
+    if ((uint64_t)(count + 1) * 2 > t->cap) {
+        uint32_t ncap = t->cap ? t->cap * 2 : 64;
+        uint32_t *tab = xg2__calloc(ncap, sizeof(uint32_t));
+        if (!tab) return XG2_NOMEM();
+        for (uint32_t k = 0; k < count; k++) {
+            uint32_t i = t->hash.a[k] & (ncap - 1);
+            while (tab[i]) i = (i + 1) & (ncap - 1);
+            tab[i] = k + 1;
         }
-        h = (h + 1) & (d->cap - 1);
+        xg2__free(t->tab);
+        t->tab = tab;
+        t->cap = ncap;
     }
-    if (n >= d->limit) { *id = UINT32_MAX; return XG2_OK; }
-    if (vec_reserve(&d->pool, (uint64_t)d->pool.n + set->n)) return XG2_NOMEM();
-    if (set->n) memcpy(d->pool.a + d->pool.n, set->a, sizeof(uint32_t) * set->n);
-    d->pool.n += set->n;
-    if (vec_push(&d->off, d->pool.n)) return XG2_NOMEM();
-    d->table[h] = n + 1;
-    *id = n;
+    if (vec_reserve(&t->pool, (uint64_t)t->pool.n + n) || vec_reserve(&t->off, (uint64_t)count + 2) ||
+        vec_reserve(&t->hash, (uint64_t)count + 1))
+        return XG2_NOMEM();
+    if (n) memcpy(t->pool.a + t->pool.n, a, sizeof(uint32_t) * n);
+    if (!t->off.n) t->off.a[t->off.n++] = 0;
+    t->pool.n += n;
+    t->off.a[t->off.n++] = t->pool.n;
+    t->hash.a[t->hash.n++] = h;
+    uint32_t i = h & (t->cap - 1);
+    while (t->tab[i]) i = (i + 1) & (t->cap - 1);
+    t->tab[i] = count + 1;
     return XG2_OK;
+}
+
+/* Id of a[0..n) in t, adding it if new. */
+static int seq_intern(seqtab *t, const uint32_t *a, uint32_t n, uint32_t *id) {
+    uint32_t h;
+    if ((*id = seq_find(t, a, n, &h)) != UINT32_MAX) return XG2_OK;
+    *id = seq_count(t);
+    return seq_add(t, a, n, h);
+}
+
+/* Empty t, keeping its memory. */
+static void seq_clear(seqtab *t) {
+    for (uint32_t k = 0, count = seq_count(t); k < count; k++) {
+        uint32_t i = t->hash.a[k] & (t->cap - 1);
+        while (t->tab[i] != k + 1) i = (i + 1) & (t->cap - 1);
+        t->tab[i] = 0;
+    }
+    t->pool.n = t->off.n = t->hash.n = 0;
+}
+
+static void seq_free(seqtab *t) {
+    vec_free(&t->pool);
+    vec_free(&t->off);
+    vec_free(&t->hash);
+    xg2__free(t->tab);
+    memset(t, 0, sizeof *t);
 }
 
 typedef VEC(xg2_brange) brvec;
@@ -469,9 +509,7 @@ static int cmp_redge(const void *a, const void *b) {
  * acts on its own. */
 static int inert(const nfa_csr *c, uint32_t s) {
     if (s == c->final) return 0;
-    for (uint32_t j = c->off[s]; j < c->off[s + 1]; j++)
-        if (c->e[j].kind != NE_EPS) return 0;
-    return 1;
+    return c->off[s + 1] == c->off[s];
 }
 
 /* Per loop: which NFA states the eps-closure of its head reaches; and a loop
@@ -524,10 +562,10 @@ static int entry_conflict(nfa_csr *c, const uint32_t *seeds, uint32_t n, xg2_u32
             continue; /* do not look past a head */
         }
         if (!t && !inert(c, s)) acts = 1;
-        for (uint32_t j = c->off[s]; j < c->off[s + 1]; j++) {
-            if (c->e[j].kind != NE_EPS || seen[c->e[j].to]) continue;
-            seen[c->e[j].to] = 1;
-            if (vec_push(stack, c->e[j].to)) return XG2_NOMEM();
+        for (uint32_t j = c->eoff[s]; j < c->eoff[s + 1]; j++) {
+            if (seen[c->eto[j]]) continue;
+            seen[c->eto[j]] = 1;
+            if (vec_push(stack, c->eto[j])) return XG2_NOMEM();
         }
     }
     for (uint32_t k = 0; k < stack->n; k++) seen[stack->a[k]] = 0;
@@ -563,30 +601,47 @@ static int set_tag(const nfa_csr *c, const uint32_t *m, uint32_t n, uint32_t *ta
     return XG2_OK;
 }
 
-/* The interval [pts[k], pts[k+1]) that holds byte b (pts ascending, distinct). */
-static uint32_t interval_of(const uint32_t *pts, uint32_t np, uint32_t b) {
-    uint32_t lo = 0, hi = np - 1; /* pts[lo] <= b < pts[hi] */
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (pts[mid] <= b) lo = mid; else hi = mid;
+typedef struct {
+    seqtab ds;          /* DFA states by member set */
+    seqtab seeds;       /* seed lists seen, and the DFA state each led to: */
+    xg2_u32vec seed_to;
+    uint32_t limit;
+    xg2_u32vec estack;  /* entry_conflict's scratch */
+    uint8_t *eseen;
+} subset;
+
+/* The DFA state that seeds (in set, which is overwritten) lead to: checked and
+ * closed once per distinct seed list.  *id = UINT32_MAX past the limit. */
+static int next_state(nfa_csr *c, subset *x, xg2_u32vec *set, uint32_t *conflict, uint32_t *id) {
+    uint32_t h, k = seq_find(&x->seeds, set->a, set->n, &h);
+    if (k != UINT32_MAX) {
+        *id = x->seed_to.a[k];
+        return XG2_OK;
     }
-    return lo;
+    int rc;
+    if ((rc = seq_add(&x->seeds, set->a, set->n, h))) return rc;
+    if ((rc = entry_conflict(c, set->a, set->n, &x->estack, x->eseen, conflict))) return rc;
+    if ((rc = closure(c, set))) return rc;
+    if ((*id = seq_find(&x->ds, set->a, set->n, &h)) == UINT32_MAX && seq_count(&x->ds) < x->limit) {
+        *id = seq_count(&x->ds);
+        if ((rc = seq_add(&x->ds, set->a, set->n, h))) return rc;
+    }
+    return vec_push(&x->seed_to, *id) ? XG2_NOMEM() : XG2_OK;
 }
 
 /* Subset construction.  Returns XG2_ERR_LIMIT (message set) past `limit` states,
  * XG2__LOOP_CONFLICT (out->conflict_expr set) for a loop that must be a rule. */
 static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
-    dstates ds = {0};
-    ds.limit = limit;
-    xg2_u32vec set = {0}, pts = {0}, boff = {0}, roff = {0}, tags = {0};
+    subset x = {0};
+    x.limit = limit;
+    const seqtab *ds = &x.ds;
+    xg2_u32vec set = {0}, boff = {0}, roff = {0}, tags = {0};
     brvec bedges = {0}, br = {0};
     revec redges = {0}, re = {0};
     VEC(uint8_t) final = {0};
     VEC(uint32_t) bsrc = {0}; /* loop tag of each gathered byte edge's source */
     xg2_u32vec bstart = {0}, bitems = {0}; /* byte edges bucketed by interval */
     xg2_loop_info *loops = NULL;
-    xg2_u32vec estack = {0};
-    uint8_t *eseen = NULL;
     int rc = XG2_OK;
     uint32_t id, conflict = 0;
 
@@ -600,16 +655,15 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
         }
     }
     if ((rc = prepare_loops(c, &conflict))) goto out;
-    if (c->n_loops && !(eseen = xg2__calloc(c->n, 1))) goto oom;
-    if (vec_push(&ds.off, 0) || vec_push(&set, 0)) goto oom;
-    if ((rc = entry_conflict(c, set.a, set.n, &estack, eseen, &conflict))) goto out;
-    if ((rc = closure(c, &set))) goto out;
-    if ((rc = dstate_id(&ds, &set, &id))) goto out;
-    for (uint32_t d = 0; d < ds.off.n - 1; d++) {
+    if (c->n_loops && !(x.eseen = xg2__calloc(c->n, 1))) goto oom;
+    if (vec_push(&set, 0)) goto oom;
+    if ((rc = next_state(c, &x, &set, &conflict, &id))) goto out;
+    for (uint32_t d = 0; d < seq_count(ds); d++) {
         /* Gather the members' edges.  (Copy the member list: the pool may move.) */
-        set.n = 0;
-        for (uint32_t k = ds.off.a[d]; k < ds.off.a[d + 1]; k++)
-            if (vec_push(&set, ds.pool.a[k])) goto oom;
+        uint32_t nm = ds->off.a[d + 1] - ds->off.a[d];
+        if (vec_reserve(&set, nm)) goto oom;
+        if (nm) memcpy(set.a, ds->pool.a + ds->off.a[d], sizeof(uint32_t) * nm);
+        set.n = nm;
         uint32_t tag;
         if ((rc = set_tag(c, set.a, set.n, &tag, &conflict))) goto out;
         bedges.n = redges.n = bsrc.n = 0;
@@ -630,15 +684,23 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
         }
         if ((tag & 1) && redges.n) { conflict = c->loops[(tag >> 1) - 1].expr; rc = XG2__LOOP_CONFLICT; goto out; }
         if (vec_push(&final, fin) || vec_push(&boff, br.n) || vec_push(&roff, re.n) || vec_push(&tags, tag)) goto oom;
-        /* Byte edges: split 0..255 at every range boundary. */
-        pts.n = 0;
-        for (uint32_t k = 0; k < bedges.n; k++)
-            if (vec_push(&pts, bedges.a[k].lo) || vec_push(&pts, bedges.a[k].hi + 1)) goto oom;
-        xg2__sort_u32(pts.a, pts.n);
-        uint32_t np = 0; /* distinct boundaries: interval k is [pts[k], pts[k+1]) */
-        for (uint32_t k = 0; k < pts.n; k++)
-            if (!np || pts.a[np - 1] != pts.a[k]) pts.a[np++] = pts.a[k];
-        pts.n = np;
+        /* Byte edges: split 0..255 at every range boundary (a bitmap of 0..256). */
+        uint64_t cut[5] = {0, 0, 0, 0, 0};
+        for (uint32_t k = 0; k < bedges.n; k++) {
+            uint32_t lo = bedges.a[k].lo, end = bedges.a[k].hi + 1;
+            cut[lo >> 6] |= 1ull << (lo & 63);
+            cut[end >> 6] |= 1ull << (end & 63);
+        }
+        /* Distinct boundaries: interval k is [pts[k], pts[k+1]); every edge
+         * starts and ends at boundaries, so edge lo..hi covers intervals
+         * at[lo] .. at[hi + 1] - 1. */
+        uint32_t pts[257], at[257], np = 0;
+        for (uint32_t w = 0; w < 5; w++)
+            for (uint64_t m = cut[w]; m; m &= m - 1) {
+                uint32_t b = w * 64 + (uint32_t)__builtin_ctzll(m);
+                at[b] = np;
+                pts[np++] = b;
+            }
         /* Bucket the edges by the intervals they cover (one pass per edge, not
          * one scan of all edges per interval: wide alternations stay linear). */
         uint32_t nint = np ? np - 1 : 0;
@@ -647,7 +709,7 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
         bstart.n = nint + 1;
         uint64_t total = 0;
         for (uint32_t j = 0; j < bedges.n; j++) {
-            uint32_t k0 = interval_of(pts.a, np, bedges.a[j].lo), k1 = interval_of(pts.a, np, bedges.a[j].hi);
+            uint32_t k0 = at[bedges.a[j].lo], k1 = at[bedges.a[j].hi + 1] - 1;
             for (uint32_t k = k0; k <= k1; k++) bstart.a[k]++;
             total += k1 - k0 + 1;
         }
@@ -658,11 +720,11 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
             acc += c0;
         }
         for (uint32_t j = 0; j < bedges.n; j++) { /* ascending j inside each bucket */
-            uint32_t k0 = interval_of(pts.a, np, bedges.a[j].lo), k1 = interval_of(pts.a, np, bedges.a[j].hi);
+            uint32_t k0 = at[bedges.a[j].lo], k1 = at[bedges.a[j].hi + 1] - 1;
             for (uint32_t k = k0; k <= k1; k++) bitems.a[bstart.a[k]++] = j;
         }
         for (uint32_t k = 0, from = 0; k < nint; k++) {
-            uint32_t lo = pts.a[k], hi = pts.a[k + 1] - 1, to = bstart.a[k];
+            uint32_t lo = pts[k], hi = pts[k + 1] - 1, to = bstart.a[k];
             uint32_t first_item = from;
             from = to;
             set.n = 0;
@@ -678,10 +740,9 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
                 uint32_t k1 = (tag >> 1) - 1;
                 if (from_loop && from_outside) { conflict = c->loops[k1].expr; rc = XG2__LOOP_CONFLICT; goto out; }
                 if (from_loop)
-                    for (uint32_t b = lo; b <= hi; b++) byteset_add(&loops[k1].first, b);
+                    byteset_add_range(&loops[k1].first, lo, hi);
             }
-            if ((rc = entry_conflict(c, set.a, set.n, &estack, eseen, &conflict))) goto out;
-            if ((rc = closure(c, &set)) || (rc = dstate_id(&ds, &set, &id))) goto out;
+            if ((rc = next_state(c, &x, &set, &conflict, &id))) goto out;
             if (id == UINT32_MAX) goto limit;
             if (br.n > boff.a[d] && br.a[br.n - 1].to == id && br.a[br.n - 1].hi + 1 == lo) {
                 br.a[br.n - 1].hi = hi;
@@ -691,21 +752,28 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
             }
         }
         /* Rule edges, grouped by rule. */
-        if (redges.n > 1) qsort(redges.a, redges.n, sizeof(xg2_redge), cmp_redge);
+        if (redges.n > 32) qsort(redges.a, redges.n, sizeof(xg2_redge), cmp_redge);
+        else for (uint32_t j = 1; j < redges.n; j++) { /* insertion sort: qsort allocates */
+            xg2_redge e = redges.a[j];
+            uint32_t i = j;
+            for (; i > 0 && (redges.a[i - 1].rule > e.rule ||
+                             (redges.a[i - 1].rule == e.rule && redges.a[i - 1].to > e.to)); i--)
+                redges.a[i] = redges.a[i - 1];
+            redges.a[i] = e;
+        }
         for (uint32_t k = 0; k < redges.n;) {
             uint32_t rule = redges.a[k].rule;
             set.n = 0;
             for (; k < redges.n && redges.a[k].rule == rule; k++)
                 if (vec_push(&set, redges.a[k].to)) goto oom;
-            if ((rc = entry_conflict(c, set.a, set.n, &estack, eseen, &conflict))) goto out;
-            if ((rc = closure(c, &set)) || (rc = dstate_id(&ds, &set, &id))) goto out;
+            if ((rc = next_state(c, &x, &set, &conflict, &id))) goto out;
             if (id == UINT32_MAX) goto limit;
             xg2_redge r = {rule, id};
             if (vec_push(&re, r)) goto oom;
         }
     }
     if (vec_push(&boff, br.n) || vec_push(&roff, re.n)) goto oom;
-    out->n = ds.off.n - 1;
+    out->n = seq_count(ds);
     out->boff = boff.a; boff.a = NULL;
     out->br = br.a; br.a = NULL;
     out->roff = roff.a; roff.a = NULL;
@@ -722,11 +790,10 @@ oom:
     rc = XG2_NOMEM();
 out:
     if (rc == XG2__LOOP_CONFLICT) out->conflict_expr = conflict;
-    vec_free(&ds.pool);
-    vec_free(&ds.off);
-    xg2__free(ds.table);
+    seq_free(&x.ds);
+    seq_free(&x.seeds);
+    vec_free(&x.seed_to);
     vec_free(&set);
-    vec_free(&pts);
     vec_free(&boff);
     vec_free(&roff);
     vec_free(&tags);
@@ -738,8 +805,8 @@ out:
     vec_free(&redges);
     vec_free(&re);
     vec_free(&final);
-    vec_free(&estack);
-    xg2__free(eseen);
+    vec_free(&x.estack);
+    xg2__free(x.eseen);
     xg2__free(loops);
     return rc;
 }
@@ -776,54 +843,6 @@ static int signature(const sig_ctx *x, uint32_t s, uint32_t head, xg2_u32vec *si
     for (uint32_t j = d->roff[s]; j < d->roff[s + 1]; j++)
         if (vec_push(sig, d->re[j].rule) || vec_push(sig, target_class(x, d->re[j].to))) return 1;
     return 0;
-}
-
-/* Interning of signatures: pool of (len, words...) records, open addressing. */
-typedef struct {
-    xg2_u32vec pool;
-    xg2_u32vec at;   /* record start of class id */
-    uint32_t *tab;   /* class id + 1 */
-    uint32_t cap;
-} sig_table;
-
-static int sig_intern(sig_table *t, const xg2_u32vec *sig, uint32_t *id) {
-    if ((uint64_t)(t->at.n + 1) * 2 > t->cap) {
-        uint32_t ncap = t->cap ? t->cap * 2 : 64;
-        uint32_t *tab = xg2__calloc(ncap, sizeof(uint32_t));
-        if (!tab) return XG2_NOMEM();
-        for (uint32_t k = 0; k < t->at.n; k++) {
-            const uint32_t *r = t->pool.a + t->at.a[k];
-            uint32_t h = (uint32_t)hash_set(r + 1, r[0]) & (ncap - 1);
-            while (tab[h]) h = (h + 1) & (ncap - 1);
-            tab[h] = k + 1;
-        }
-        xg2__free(t->tab);
-        t->tab = tab;
-        t->cap = ncap;
-    }
-    uint32_t h = (uint32_t)hash_set(sig->a, sig->n) & (t->cap - 1);
-    for (; t->tab[h]; h = (h + 1) & (t->cap - 1)) {
-        const uint32_t *r = t->pool.a + t->at.a[t->tab[h] - 1];
-        if (r[0] == sig->n && !memcmp(r + 1, sig->a, sizeof(uint32_t) * sig->n)) {
-            *id = t->tab[h] - 1;
-            return XG2_OK;
-        }
-    }
-    *id = t->at.n;
-    if (vec_push(&t->at, t->pool.n) || vec_push(&t->pool, sig->n) ||
-        vec_reserve(&t->pool, (uint64_t)t->pool.n + sig->n))
-        return XG2_NOMEM();
-    memcpy(t->pool.a + t->pool.n, sig->a, sizeof(uint32_t) * sig->n);
-    t->pool.n += sig->n;
-    t->tab[h] = *id + 1;
-    return XG2_OK;
-}
-
-static void sig_free(sig_table *t) {
-    vec_free(&t->pool);
-    vec_free(&t->at);
-    xg2__free(t->tab);
-    memset(t, 0, sizeof *t);
 }
 
 /* Strongly connected components of the DFA, sinks first (iterative Tarjan). */
@@ -898,7 +917,7 @@ static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
     uint32_t *order = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
     uint32_t *start = xg2__calloc((size_t)n + 2, sizeof(uint32_t));
     xg2_u32vec sig = {0};
-    sig_table global = {0}, loc = {0};
+    seqtab global = {0}, loc = {0};
     if (!comp || !local || !order || !start) { rc = XG2_NOMEM(); goto out; }
     if ((rc = dfa_scc(d, comp, &nc))) goto out;
     for (uint32_t s = 0; s < n; s++) start[comp[s] + 1]++;
@@ -926,7 +945,7 @@ static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
             uint32_t s = mem[0], id;
             x.cur = UINT32_MAX; /* every target is final already */
             if (signature(&x, s, d->final[s], &sig)) { rc = XG2_NOMEM(); goto out; }
-            if ((rc = sig_intern(&global, &sig, &id))) goto out;
+            if ((rc = seq_intern(&global, sig.a, sig.n, &id))) goto out;
             if (id == next_block) next_block++;
             block[s] = id;
             continue;
@@ -938,12 +957,12 @@ static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
             if (!seen_final[d->final[mem[i]]]++) count++;
         }
         for (;;) { /* classes only split; an unchanged count means stable */
-            sig_free(&loc);
+            seq_clear(&loc);
             uint32_t newcount = 0;
             for (uint32_t i = 0; i < m; i++) {
                 uint32_t s = mem[i], id;
                 if (signature(&x, s, local[s], &sig)) { rc = XG2_NOMEM(); goto out; }
-                if ((rc = sig_intern(&loc, &sig, &id))) goto out;
+                if ((rc = seq_intern(&loc, sig.a, sig.n, &id))) goto out;
                 if (id + 1 > newcount) newcount = id + 1;
                 block[s] = id; /* provisional, copied into local below */
             }
@@ -961,7 +980,7 @@ static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
             sig.n = 0;
             uint32_t id;
             if (vec_push(&sig, 0xFFFFFFFEu) || vec_push(&sig, next_block + k)) { rc = XG2_NOMEM(); goto out; }
-            if ((rc = sig_intern(&global, &sig, &id))) goto out;
+            if ((rc = seq_intern(&global, sig.a, sig.n, &id))) goto out;
         }
         next_block += count;
     }
@@ -972,8 +991,8 @@ out:
     xg2__free(order);
     xg2__free(start);
     vec_free(&sig);
-    sig_free(&global);
-    sig_free(&loc);
+    seq_free(&global);
+    seq_free(&loc);
     return rc;
 }
 
@@ -1135,14 +1154,14 @@ static void from_slots(xg2_dfa *d, const uint32_t *slots, const loop_rec *loops)
     for (uint32_t k = 0; k < d->n_loops; k++) d->loops[k].expr = loops[k].expr;
 }
 
-static void store(const xg2_u32vec *key, const xg2_u32vec *slots, const xg2_dfa *d) {
+static void store(const xg2_u32vec *key, uint64_t hash, const xg2_u32vec *slots, const xg2_dfa *d) {
     if (!xg2__dfa_cache_fits(key->n, d)) return;
     xg2_dfa canon;
     if (xg2__dfa_copy(d, &canon)) { xg2__clear_error(); return; }
     uint32_t nr = canon.n ? canon.roff[canon.n] : 0;
     for (uint32_t j = 0; j < nr; j++) canon.re[j].rule = slot_of(slots, canon.re[j].rule); /* all present */
     for (uint32_t k = 0; k < canon.n_loops; k++) canon.loops[k].expr = 0;
-    xg2__dfa_cache_add(key->a, key->n, &canon);
+    xg2__dfa_cache_add(key->a, key->n, hash, &canon);
     xg2__dfa_free(&canon);
 }
 
@@ -1168,12 +1187,14 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     int rc = b.rc;
     if (rc) goto out;
     int cached = 0;
+    uint64_t key_hash = 0;
     if (!bytes_only) {
         int k = nfa_key(&b, final, &key, &slots);
         if (k < 0) { rc = XG2_NOMEM(); goto out; }
         if (k == 0) {
             cached = 1;
-            int hit = xg2__dfa_cache_find(key.a, key.n, out);
+            key_hash = xg2__hash_u32s(key.a, key.n);
+            int hit = xg2__dfa_cache_find(key.a, key.n, key_hash, out);
             if (hit < 0) { rc = XG2_NOMEM(); goto out; }
             if (hit) {
                 from_slots(out, slots.a, b.loops.a);
@@ -1205,7 +1226,7 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     uint32_t nblk = 0;
     if ((rc = minimize(&d, block, &nblk))) goto out;
     rc = rebuild(&d, block, nblk, out);
-    if (!rc && cached) store(&key, &slots, out);
+    if (!rc && cached) store(&key, key_hash, &slots, out);
 out:
     vec_free(&key);
     vec_free(&slots);

@@ -367,17 +367,6 @@ static int build_lookaheads(xg2_grammar *g, const uint8_t *want) {
     return rc;
 }
 
-/* Byte classes of a rule are contiguous ranges: lo[k] is the first byte of
- * class k, lo[count] = 256.  Returns the number of classes. */
-static uint32_t class_bounds(const uint8_t *cm, uint16_t lo[257]) {
-    uint32_t k = 0;
-    lo[0] = 0;
-    for (int b = 1; b < 256; b++)
-        if (cm[b] != cm[b - 1]) lo[++k] = (uint16_t)b;
-    lo[++k] = 256;
-    return k;
-}
-
 /* ---- FIRST and FOLLOW byte sets ---- */
 
 static int bs_or(xg2_byteset *a, const xg2_byteset *b) {
@@ -390,10 +379,14 @@ static int bs_or(xg2_byteset *a, const xg2_byteset *b) {
     return changed;
 }
 
+/* Fixpoint rounds sweep the states forwards and backwards in turn, so chains
+ * of rules propagate in a few rounds whichever way they are numbered. */
+#define SWEEP(i) (round & 1 ? ns - 1 - (i) : (i))
+
 /* first[s]: bytes that can start what state s still matches (through rule
  * edges and nullable rules); follow[r]: bytes that can come after rule r.
  * Both are least fixpoints. */
-static int compute_follow(xg2_grammar *g) {
+static int compute_follow(xg2_grammar *g, const xg2_dfa *dfa) {
     uint32_t ns = g->n_states, nr = g->n_rules;
     xg2_byteset *first = xg2__calloc(ns ? ns : 1, sizeof(xg2_byteset));
     g->follow = xg2__calloc(nr ? nr : 1, sizeof(xg2_byteset));
@@ -401,19 +394,15 @@ static int compute_follow(xg2_grammar *g) {
     for (uint32_t r = 0; r < nr; r++) {
         const xg2_rule *rt = &g->rules[r];
         if (rt->start == XG2_NONE || rt->kind != RK_FSM) continue;
-        uint16_t lo[257];
-        uint32_t nc = class_bounds(g->classmaps + g->states[rt->start].cls, lo);
-        for (uint32_t s = rt->start; s < rt->start + rt->n_states; s++) {
-            if (!(g->states[s].flags & SF_BYTES)) continue;
-            const uint32_t *row = g->trans + g->states[s].row;
-            for (uint32_t k = 0; k < nc; k++)
-                if (row[k] != XG2_NONE)
-                    for (unsigned c = lo[k]; c < lo[k + 1]; c++) byteset_add(&first[s], c);
-        }
+        const xg2_dfa *d = &dfa[r];
+        for (uint32_t i = 0; i < d->n; i++)
+            for (uint32_t j = d->boff[i]; j < d->boff[i + 1]; j++)
+                byteset_add_range(&first[rt->start + i], d->br[j].lo, d->br[j].hi);
     }
-    for (int changed = 1; changed;) {
+    for (int changed = 1, round = 0; changed; round++) {
         changed = 0;
-        for (uint32_t s = 0; s < ns; s++) {
+        for (uint32_t i = 0; i < ns; i++) {
+            uint32_t s = SWEEP(i);
             const xg2_state *st = &g->states[s];
             if (st->flags & SF_REPEAT) {
                 const xg2_rule *rr = &g->rules[st->rule];
@@ -433,18 +422,20 @@ static int compute_follow(xg2_grammar *g) {
     uint8_t *ends = xg2__calloc(ns ? ns : 1, 1); /* state can complete its rule through nullable edges */
     if (!ends) { xg2__free(first); return XG2_NOMEM(); }
     for (uint32_t s = 0; s < ns; s++) ends[s] = (g->states[s].flags & SF_FINAL) != 0;
-    for (int changed = 1; changed;) {
+    for (int changed = 1, round = 0; changed; round++) {
         changed = 0;
-        for (uint32_t s = 0; s < ns; s++) {
+        for (uint32_t i = 0; i < ns; i++) {
+            uint32_t s = SWEEP(i);
             if (ends[s] || (g->states[s].flags & SF_REPEAT)) continue;
             const xg2_ref *e = g->refs_tab + g->states[s].ref_off;
             for (uint32_t j = 0; j < g->states[s].ref_n && !ends[s]; j++)
                 if (g->rules[e[j].rule].nullable && ends[e[j].to]) ends[s] = changed = 1;
         }
     }
-    for (int changed = 1; changed;) {
+    for (int changed = 1, round = 0; changed; round++) {
         changed = 0;
-        for (uint32_t s = 0; s < ns; s++) {
+        for (uint32_t i = 0; i < ns; i++) {
+            uint32_t s = SWEEP(i);
             const xg2_state *st = &g->states[s];
             if (st->flags & SF_REPEAT) {
                 const xg2_rule *rr = &g->rules[st->rule];
@@ -473,6 +464,7 @@ static int compute_follow(xg2_grammar *g) {
     xg2__free(first);
     return XG2_OK;
 }
+#undef SWEEP
 
 /* ---- structural keys (the cross-grammar cache) ---- */
 
@@ -487,7 +479,7 @@ static int cmp_u64(const void *a, const void *b) {
  * bounds.  Two seeds give 128 bits. */
 /* Both 64-bit halves of a rule's own key in one pass over its states (the
  * byte loop dominates compile time on grammars with many states). */
-static void rule_h0(const xg2_grammar *g, uint32_t r, uint64_t out[2]) {
+static void rule_h0(const xg2_grammar *g, uint32_t r, const xg2_dfa *d, uint64_t out[2]) {
     const xg2_rule *rt = &g->rules[r];
     uint64_t h[2] = {0x243f6a8885a308d3ull, 0x13198a2e03707344ull};
 #define MIX2(v) do { uint64_t v_ = (v); h[0] = xg2__mix64(h[0], v_); h[1] = xg2__mix64(h[1], v_); } while (0)
@@ -499,8 +491,6 @@ static void rule_h0(const xg2_grammar *g, uint32_t r, uint64_t out[2]) {
         return;
     }
     MIX2(rt->n_states);
-    uint16_t lo[257];
-    uint32_t nc = rt->n_states ? class_bounds(g->classmaps + g->states[rt->start].cls, lo) : 0;
     for (uint32_t i = 0; i < rt->n_states; i++) {
         uint32_t s = rt->start + i;
         const xg2_state *st = &g->states[s];
@@ -510,19 +500,10 @@ static void rule_h0(const xg2_grammar *g, uint32_t r, uint64_t out[2]) {
             MIX2((uint64_t)(st->loop & 1) << 63 | (uint64_t)(uint32_t)l->min << 32 | (uint32_t)l->max);
             for (int w = 0; w < 4; w++) MIX2(l->first.w[w]);
         }
-        if (st->flags & SF_BYTES) {
-            /* maximal byte runs with one target: independent of how classes are cut */
-            const uint32_t *row = g->trans + st->row;
-            uint32_t prev = XG2_NONE, run_lo = 0;
-            for (uint32_t k = 0; k <= nc; k++) {
-                uint32_t t = k < nc ? row[k] : XG2_NONE - 1;
-                if (t == prev) continue;
-                if (prev != XG2_NONE)
-                    MIX2((uint64_t)run_lo << 40 | (uint64_t)(lo[k] - 1) << 32 | (prev - rt->start));
-                prev = t;
-                run_lo = lo[k < nc ? k : nc];
-            }
-        }
+        /* maximal byte runs with one target (the DFA's ranges are merged so):
+         * independent of how classes are cut */
+        for (uint32_t j = d->boff[i]; j < d->boff[i + 1]; j++)
+            MIX2((uint64_t)d->br[j].lo << 40 | (uint64_t)d->br[j].hi << 32 | d->br[j].to);
         const xg2_ref *e = g->refs_tab + st->ref_off;
         for (uint32_t j = 0; j < st->ref_n; j++) MIX2(e[j].to - rt->start);
     }
@@ -542,7 +523,7 @@ static void rule_h0(const xg2_grammar *g, uint32_t r, uint64_t out[2]) {
 /* Rule keys refined until stable: h_{i+1}(r) = mix(h0(r), h_i of the rules r
  * references, in edge order) -- equal keys after the last round mean equal
  * languages of the whole reference structure, cycles included. */
-static int compute_skeys(xg2_grammar *g) {
+static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
     uint32_t nr = g->n_rules;
     uint64_t (*h0)[2] = xg2__malloc(sizeof *h0 * (nr ? nr : 1));
     uint64_t (*h)[2] = xg2__malloc(sizeof *h * (nr ? nr : 1));
@@ -553,7 +534,7 @@ static int compute_skeys(xg2_grammar *g) {
     if (!h0 || !h || !hn || !sorted || !g->skey) { rc = XG2_NOMEM(); goto out; }
     for (uint32_t r = 0; r < nr; r++) {
         if (g->rules[r].start == XG2_NONE) { h0[r][0] = h0[r][1] = 0; continue; }
-        rule_h0(g, r, h0[r]);
+        rule_h0(g, r, &dfa[r], h0[r]);
     }
     memcpy(h, h0, sizeof *h * nr);
     uint32_t classes = 0;
@@ -823,8 +804,8 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     }
     xg2__free(seen);
     vec_free(&stack);
-    if (!rc) rc = compute_follow(g);
-    if (!rc) rc = compute_skeys(g);
+    if (!rc) rc = compute_follow(g, dfa);
+    if (!rc) rc = compute_skeys(g, dfa);
     g->memory_bytes = sizeof *g + sizeof(xg2_loop) * g->n_loops + 16u * g->n_states + sizeof(xg2_rule) * n + sizeof(xg2_state) * g->n_states +
                       sizeof(uint32_t) * g->n_trans + 256u * g->n_classmaps + sizeof(xg2_ref) * g->n_refs +
                       sizeof(int32_t) * 256u * g->n_la_states + ir->exprs.n * sizeof(xg2_expr) +

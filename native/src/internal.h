@@ -92,11 +92,33 @@ static inline uint64_t xg2__mix64(uint64_t h, uint64_t x) {
     return h ^ (h >> 33);
 }
 
+/* Hash of a u32 array for hash tables only (never stored in results): two
+ * words per multiply, one short dependency chain, a full mix at the end. */
+static inline uint64_t xg2__hash_u32s(const uint32_t *a, uint32_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    uint32_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        uint64_t w = (uint64_t)a[i] | (uint64_t)a[i + 1] << 32;
+        h = ((h << 5 | h >> 59) ^ w) * 0x517cc1b727220a95ull;
+    }
+    if (i < n) h = ((h << 5 | h >> 59) ^ a[i]) * 0x517cc1b727220a95ull;
+    return xg2__mix64(h, n);
+}
+
 /* Bitsets over 256 bytes. */
 typedef struct {
     uint64_t w[4];
 } xg2_byteset;
 static inline void byteset_add(xg2_byteset *s, unsigned b) { s->w[b >> 6] |= 1ull << (b & 63); }
+/* Add bytes lo..hi (inclusive). */
+static inline void byteset_add_range(xg2_byteset *s, unsigned lo, unsigned hi) {
+    for (unsigned w = lo >> 6; w <= hi >> 6; w++) {
+        uint64_t m = ~0ull;
+        if (w == lo >> 6) m &= ~0ull << (lo & 63);
+        if (w == hi >> 6) m &= ~0ull >> (63 - (hi & 63));
+        s->w[w] |= m;
+    }
+}
 static inline int byteset_has(const xg2_byteset *s, unsigned b) {
     return (int)((s->w[b >> 6] >> (b & 63)) & 1);
 }
