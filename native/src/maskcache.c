@@ -49,6 +49,12 @@ void xg2__mask_key(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
 
 /* ---- slices ---- */
 
+/* No rule edges, no counter: the item steps as a plain DFA. */
+static int is_pure(const xg2_grammar *g, uint32_t s) {
+    return !(g->states[s].flags & (SF_REFS | SF_REPEAT));
+}
+
+
 /* Is every string over the slice's class alive from DFA state q (with the
  * item's loop count)?  A walk of the product of the slice automaton and the
  * rule's byte edges.  Counts are not tracked, so the walk gives up when they
@@ -62,55 +68,55 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, const xg2_s
         if (l->max >= 0 && (uint32_t)l->max - count < xg2__count_far(v)) return 0;
         may_leave = count >= (uint32_t)l->min;
     }
-    /* seen pairs: open addressing (keys + 1; 0 = empty), twice the pair limit */
-    uint64_t seen[2 * SLICE_PAIR_LIMIT] = {0};
-    uint32_t stack_a[SLICE_PAIR_LIMIT], stack_q[SLICE_PAIR_LIMIT];
+    /* seen pairs: open addressing (keys + 1; 0 = empty), twice the pair limit;
+     * a per-thread table, its used slots cleared on the way out (clearing it
+     * all would cost more than most walks) */
+    static __thread uint64_t seen[2 * SLICE_PAIR_LIMIT];
+    uint32_t used[SLICE_PAIR_LIMIT], stack_a[SLICE_PAIR_LIMIT], stack_q[SLICE_PAIR_LIMIT];
     uint32_t n_seen = 1, sp = 0;
-    seen[xg2__mix64(0, q) & (2 * SLICE_PAIR_LIMIT - 1)] = (uint64_t)q + 1;
+    int ok = 1;
+    used[0] = (uint32_t)xg2__mix64(0, q) & (2 * SLICE_PAIR_LIMIT - 1);
+    seen[used[0]] = (uint64_t)q + 1;
     stack_a[sp] = 0;
     stack_q[sp++] = q;
     while (sp) {
         sp--;
         uint32_t a = stack_a[sp], r = stack_q[sp];
-        if (!(g->states[r].flags & SF_BYTES)) return 0;
+        if (!(g->states[r].flags & SF_BYTES)) { ok = 0; goto done; }
         const int32_t *row = s->dfa + 256 * a;
         for (int c = 0; c < 256; c++) {
             if (row[c] < 0) continue;
             uint32_t t = xg2__step(g, r, (uint8_t)c);
-            if (t == XG2_NONE) return 0;
+            if (t == XG2_NONE) { ok = 0; goto done; }
             uint32_t lr = g->states[r].loop, lt = g->states[t].loop;
             if (lr & 1 && !byteset_has(&g->loops[(lr >> 1) - 1].first, (unsigned)c)) { /* leaves the loop */
-                if (!may_leave || lt) return 0;
-            } else if (lt && (lt >> 1) != loop) {
-                return 0; /* enters another loop */
+                if (!may_leave || lt) { ok = 0; goto done; }
+            } else if (lt && (lt >> 1) != loop) { /* enters another loop */
+                ok = 0;
+                goto done;
             }
             uint64_t key = ((uint64_t)row[c] << 32 | t) + 1;
             uint32_t h = (uint32_t)xg2__mix64(0, key - 1) & (2 * SLICE_PAIR_LIMIT - 1);
             while (seen[h] && seen[h] != key) h = (h + 1) & (2 * SLICE_PAIR_LIMIT - 1);
             if (seen[h]) continue;
-            if (n_seen == SLICE_PAIR_LIMIT) return 0;
+            if (n_seen == SLICE_PAIR_LIMIT) { ok = 0; goto done; }
             seen[h] = key;
-            n_seen++;
+            used[n_seen++] = h;
             stack_a[sp] = (uint32_t)row[c];
             stack_q[sp++] = t;
         }
     }
-    return 1;
+done:
+    for (uint32_t i = 0; i < n_seen; i++) seen[used[i]] = 0;
+    return ok;
 }
 
-/* Does every whole character of the slice's class lead from q back to q (with
- * no end of the rule on the way)?  Then a token's fate is that of what follows
- * its longest prefix of whole class characters (the slice's suffix trie). */
-static int slice_loops(const xg2_grammar *g, const xg2_vocab *v, const xg2_slice *s, uint32_t q, uint32_t count) {
-    if (g->states[q].flags & (SF_FINAL | SF_REFS | SF_REPEAT)) return 0;
-    uint32_t loop = g->states[q].loop >> 1;
-    if (loop) {
-        const xg2_loop *l = &g->loops[loop - 1];
-        if (l->max >= 0 && (uint32_t)l->max - count < xg2__count_far(v)) return 0;
-    }
-    /* Pairs (slice state inside a character, grammar state); at character
-     * boundaries the grammar must be back at q. */
+/* Does every whole character of the slice's class lead from q to one and the
+ * same state (*to), with no end of the rule inside a character?  The walk of
+ * the pairs (slice state inside a character, grammar state). */
+static int class_target(const xg2_grammar *g, const xg2_slice *s, uint32_t q, uint32_t count, uint32_t *to) {
     uint32_t sa[256], sq[256], n = 0, sp = 0;
+    *to = XG2_NONE;
     sa[sp] = 0;
     sq[sp++] = q;
     while (sp) {
@@ -123,7 +129,8 @@ static int slice_loops(const xg2_grammar *g, const xg2_vocab *v, const xg2_slice
             if (t == XG2_NONE) return 0;
             if (g->n_loops && xg2__loop_step(g, r, t, (uint8_t)c, count) == UINT32_MAX) return 0;
             if (s->dfa_final[row[c]]) {
-                if (t != q) return 0;
+                if (*to == XG2_NONE) *to = t;
+                if (t != *to) return 0;
                 continue;
             }
             if (g->states[t].flags & (SF_FINAL | SF_REFS | SF_REPEAT)) return 0;
@@ -137,11 +144,76 @@ static int slice_loops(const xg2_grammar *g, const xg2_vocab *v, const xg2_slice
             sq[sp++] = t;
         }
     }
+    return *to != XG2_NONE;
+}
+
+/* Do states a and b accept the same strings, ends and rule edges alike?  A
+ * bounded walk of state pairs (plain byte states without counters only). */
+static int equivalent(const xg2_grammar *g, uint32_t a, uint32_t b) {
+    enum { CAP = 512 };
+    uint32_t pa[CAP], pb[CAP], n = 1;
+    pa[0] = a;
+    pb[0] = b;
+    for (uint32_t i = 0; i < n; i++) {
+        const xg2_state *x = &g->states[pa[i]], *y = &g->states[pb[i]];
+        if (x->flags != y->flags || x->loop || y->loop || (x->flags & (SF_REFS | SF_REPEAT))) return 0;
+        if (pa[i] == pb[i]) continue;
+        for (int c = 0; c < 256; c++) {
+            uint32_t tx = xg2__step(g, pa[i], (uint8_t)c), ty = xg2__step(g, pb[i], (uint8_t)c);
+            if ((tx == XG2_NONE) != (ty == XG2_NONE)) return 0;
+            if (tx == XG2_NONE || tx == ty) continue;
+            uint32_t k = 0;
+            while (k < n && !(pa[k] == tx && pb[k] == ty)) k++;
+            if (k < n) continue;
+            if (n == CAP) return 0;
+            pa[n] = tx;
+            pb[n++] = ty;
+        }
+    }
     return 1;
 }
 
-static int is_pure(const xg2_grammar *g, uint32_t s) {
-    return !(g->states[s].flags & (SF_REFS | SF_REPEAT));
+/* May q end the rule?  Only where no character of the class can follow the
+ * rule (a class character after an end is then refused either way); 0 if
+ * that does not hold, else 1 with *ends. */
+static int class_end_ok(const xg2_grammar *g, const xg2_slice *s, uint32_t q, const xg2_byteset *follow, int *ends) {
+    *ends = (g->states[q].flags & SF_FINAL) != 0;
+    if (!*ends) return 1;
+    if (g->states[q].loop) return 0;
+    for (int c = 0; c < 256; c++)
+        if (s->dfa[c] >= 0 && byteset_has(follow, (unsigned)c)) return 0;
+    return 1;
+}
+
+/* Does the first whole character of the class lead from q to a state q1 that
+ * every further character returns to (q1 may be q)?  Then a token is accepted
+ * iff: it is made of whole class characters only (`whole`); or it starts with
+ * none and is accepted from q (`heads`); or what follows its longest prefix of
+ * them is accepted from q1 (`suffixes`).  *ends: q1 may end the rule, so the
+ * suffix's first byte may follow an end. */
+static int slice_loops(const xg2_grammar *g, const xg2_vocab *v, const xg2_slice *s, uint32_t q, uint32_t count,
+                       const xg2_byteset *follow, uint32_t *q1, int *ends) {
+    int q_ends;
+    if (!is_pure(g, q) || !class_end_ok(g, s, q, follow, &q_ends)) return 0;
+    uint32_t loop = g->states[q].loop >> 1;
+    if (loop) {
+        const xg2_loop *l = &g->loops[loop - 1];
+        if (l->max >= 0 && (uint32_t)l->max - count < xg2__count_far(v)) return 0;
+    }
+    if (!class_target(g, s, q, count, q1)) return 0;
+    if (*q1 == q) return class_end_ok(g, s, q, follow, ends);
+    /* a state entered from q: counts are not followed there */
+    if (loop || g->states[*q1].loop || !is_pure(g, *q1) || !class_end_ok(g, s, *q1, follow, ends)) return 0;
+    uint32_t again, loops_to;
+    if (!class_target(g, s, *q1, 0, &again)) return 0;
+    if (again == *q1) return 1;
+    /* X X*: minimisation keeps the state after one X apart from the loop's;
+     * fine if the two have the same future */
+    if (g->states[again].loop || !class_target(g, s, again, 0, &loops_to) || loops_to != again ||
+        !equivalent(g, *q1, again))
+        return 0;
+    *q1 = again;
+    return 1;
 }
 
 /* A bounded run of the slice's class from q (a string of at most r characters:
@@ -240,9 +312,8 @@ typedef struct {
     uint8_t *comp;       /* comp[d]: the root rule can have ended after d bytes */
     uint8_t *path;       /* path[d]: the byte into depth d */
     const xg2_byteset *follow;
+    uint32_t cand_from;   /* shallowest depth whose byte may follow an end of the root rule */
 } walker;
-
-static int is_pure(const xg2_grammar *g, uint32_t s);
 
 /* One DFA step of an item at q with loop count `count` on byte c: 1 with the
  * target state and count, or 0 if the byte (or a counted loop) refuses it. */
@@ -378,7 +449,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             }
         }
         /* May a token through this node end the rule before its last byte? */
-        uint8_t cand = w->cand[d - 1] || (d >= 2 && w->comp[d - 1] && byteset_has(w->follow, c));
+        uint8_t cand = w->cand[d - 1] || (d >= w->cand_from && w->comp[d - 1] && byteset_has(w->follow, c));
         if (alive) {
             w->cand[d] = cand;
             for (uint32_t k = nd->tok_begin; k < (uint32_t)nd->tok_begin + nd->tok_count; k++) {
@@ -473,7 +544,7 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     ws->unc.n = 0;
     walker w = {.g = g, .p = &ws->p, .earley_from = UINT32_MAX, .nest_from = UINT32_MAX, .nest_base = XG2_NONE, .qs = ws->qs,
                 .cs = ws->cs, .cand = ws->cand, .comp = ws->comp, .path = ws->path,
-                .follow = &g->follow[g->states[it->state].rule]};
+                .follow = &g->follow[g->states[it->state].rule], .cand_from = 2};
     if (!ws->have_p) {
         if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) return rc;
         ws->have_p = 1;
@@ -506,9 +577,21 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
         for (int k = 0; k < XG2_N_SLICES; k++) {
             const xg2_slice *s = &v->slices[k];
             if (!s->rest.nodes) continue;
-            if (slice_loops(g, v, s, q0, n0)) {
+            int ends;
+            uint32_t q1;
+            /* (nested in a callee, the walk may hand over to the parser, which
+             * has seen no prefix: only for a callee that loops from its start) */
+            if (slice_loops(g, v, s, q0, n0, follow0, &q1, &ends) &&
+                !(w.nest_base != XG2_NONE && (ends || q1 != q0))) {
                 for (size_t i = 0; i < words; i++) acc[i] |= s->whole[i];
+                if ((rc = walk(&w, &s->heads, acc, &ws->unc))) goto drop_parser;
                 t = &s->suffixes;
+                w.qs[0] = q1;
+                w.cs[0] = q1 == q0 ? n0 : 0;
+                /* a suffix starts after whole characters, where the rule may have ended */
+                w.comp[0] = (uint8_t)ends;
+                if (ends) w.cand_from = 1;
+                if (w.nest_base != XG2_NONE) w.nest_from = 0; /* the first walk left it */
                 break;
             }
             if (slice_contained(g, v, s, q0, n0)) {

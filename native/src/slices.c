@@ -96,28 +96,35 @@ static int build_slice(xg2_vocab *v, const uint32_t *ranges, uint32_t n_ranges, 
         if (c && c <= XG2_SLICE_MAX_CHARS) s->upto[(size_t)(c - 1) * words + (t >> 5)] |= 1u << (t & 31);
         else rest[n_rest++] = t;
     }
-    /* Whole-character tokens, and the suffix trie of all the others. */
+    /* Whole-character tokens, the trie of those with no whole character first,
+     * and the suffix trie of all the others. */
     s->whole = xg2__calloc(words, sizeof(uint32_t));
     int32_t *sid = xg2__malloc(sizeof(int32_t) * (v->trie.n_ids ? v->trie.n_ids : 1));
     uint32_t *skip = xg2__malloc(sizeof(uint32_t) * (v->trie.n_ids ? v->trie.n_ids : 1));
-    if (!s->whole || !sid || !skip) {
+    int32_t *heads = xg2__malloc(sizeof(int32_t) * (v->trie.n_ids ? v->trie.n_ids : 1));
+    if (!s->whole || !sid || !skip || !heads) {
         xg2__free(sid);
         xg2__free(skip);
+        xg2__free(heads);
         xg2__free(rest);
         return XG2_NOMEM();
     }
-    uint32_t n_suf = 0;
+    uint32_t n_suf = 0, n_heads = 0;
     for (uint32_t k = 0; k < v->trie.n_ids; k++) {
         int32_t t = v->trie.ids[k];
         uint32_t w = whole_prefix(s, v, t), len = v->off[t + 1] - v->off[t];
         if (w == len) {
             s->whole[t >> 5] |= 1u << (t & 31);
+        } else if (w == 0) {
+            heads[n_heads++] = t;
         } else {
             sid[n_suf] = t;
             skip[n_suf++] = w;
         }
     }
     int rc2 = xg2__trie_build_suffixes(v, sid, skip, n_suf, &s->suffixes);
+    if (!rc2) rc2 = xg2__trie_build(v, heads, n_heads, &s->heads); /* takes heads */
+    else xg2__free(heads);
     xg2__free(sid);
     xg2__free(skip);
     if (rc2) {
@@ -149,6 +156,7 @@ void xg2__slices_free(xg2_vocab *v) {
         xg2__free(s->upto);
         xg2__free(s->whole);
         xg2__trie_free(&s->rest);
+        xg2__trie_free(&s->heads);
         xg2__trie_free(&s->suffixes);
         memset(s, 0, sizeof *s);
     }

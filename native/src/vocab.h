@@ -42,11 +42,13 @@ typedef struct {
     uint32_t *upto;       /* upto + (l - 1) * words: members of at most l characters (l <= 32),
                            * a trailing partial character counting as one */
     xg2_trie rest;        /* tokens not in the slice of 32 characters */
-    /* For a state that loops on the class (every character returns to it), a
-     * token is accepted iff what follows its longest prefix of whole class
-     * characters is: `whole` holds the tokens made only of whole characters,
-     * `suffixes` every other token under the bytes after that prefix. */
+    /* For a state whose class characters all lead to one state that they
+     * return to, a token's fate is that of what follows its longest prefix of
+     * whole class characters: `whole` holds the tokens made only of whole
+     * characters, `heads` the tokens that start with none, `suffixes` every
+     * other token under the bytes after that prefix. */
     uint32_t *whole;
+    xg2_trie heads;
     xg2_trie suffixes;
 } xg2_slice;
 
