@@ -388,6 +388,8 @@ def encode_literal(text: str) -> str:
     Empty text gives ``""``."""
     if not text:
         return '""'
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return '"' + text + '"'  # the common case: json.dumps and EBNF write it as is
     out = []
     run = []
     for ch in text:
@@ -1068,10 +1070,17 @@ def string_except(words, anystar: Optional[str] = None, anyone: Optional[str] = 
     the trie, then in any spelling.  ``anystar``/``anyone``/``escapes``: rule names
     for ``json_char()*``, ``json_char()`` and the canonical escapes of everything
     outside printable ASCII (inlined when None)."""
-    words = sorted(set(words))
+    return _string_except(tuple(sorted(set(words))), anystar, anyone, escapes)
+
+
+# Objects of one schema often share their names (one definition reached from
+# several places), so whole results are memoized.
+@lru_cache(maxsize=256)
+def _string_except(words: Tuple[str, ...], anystar: Optional[str], anyone: Optional[str],
+                   escapes: Optional[str]) -> str:
     if anystar is None:
         anystar = json_char() + "*"
-    # Build the trie
+    # Build the trie; the words are sorted, so each node's children are too
     root: Dict = {}
     END = object()
     for w in words:
@@ -1084,46 +1093,57 @@ def string_except(words, anystar: Optional[str] = None, anyone: Optional[str] = 
     # either the end (w itself not a word) or a character no word continues w
     # with, then anything.  The "anything" tail and the escape spellings are
     # shared by all paths (factored out): one copy each, not one per trie node.
-    def diverge(node):  # (paths ending in a diverging character, paths allowing an escape)
-        alts, esc_alts = [], []
-        chars = [k for k in node if k is not END]
-        for ch in sorted(chars):
-            d, e = diverge(node[ch])
+    def walk(node):
+        """(paths ending in a diverging character, paths allowing an escape,
+        paths that are not words) below ``node``."""
+        alts, esc_alts, unfinished = [], [], []
+        chars = ""
+        for ch, child in node.items():
+            if ch is END:
+                continue
+            chars += ch
+            d, e, u = walk(child)
+            c = encode_char(ch)
             if d:
-                alts.append(encode_char(ch) + " " + d)
+                alts.append(c + " " + d)
             if e:
-                esc_alts.append(encode_char(ch) + ("" if e == '""' else " " + e))
-        # (the canonical reading is exact: a character of another spelling is
-        # refused here, and the excluded names are only ever spelled canonically)
-        other = cs_diff(ALL, cs_of("".join(chars)))
+                esc_alts.append(c if e == '""' else c + " " + e)
+            if u:
+                unfinished.append(c if u == '""' else c + " " + u)
+        other, esc = _diverge_other(chars, anyone, escapes)
         if other:
-            if anyone and other == ALL:
-                alts.append(anyone)
-            elif escapes and all(0x20 <= ord(c) <= 0x7E and c not in '"\\' for c in chars):
-                raw = cs_diff(_RAW_OK, cs_of("".join(chars)))
-                if raw:
-                    alts.append(class_text(raw))
-                esc_alts.append('""')
-            else:
-                alts.append(encode_set_canonical(other))
-        return _alts(alts), _alts(esc_alts)
-
-    def unfinished(node):  # trie paths that are not words
-        alts = [encode_char(ch) + ("" if u == '""' else " " + u)
-                for ch in sorted(k for k in node if k is not END) for u in [unfinished(node[ch])] if u]
+            alts.append(other)
+        if esc:
+            esc_alts.append('""')
         if END not in node:
-            alts.append('""')
-        return _alts(alts)
+            unfinished.append('""')
+        return _alts(alts), _alts(esc_alts), _alts(unfinished)
 
-    d, e = diverge(root)
+    d, e, u = walk(root)
     heads = [x for x in (d, None if e is None else (e + " " + escapes if e != '""' else escapes)) if x]
     out = []
     if heads:
         out.append(_alts(heads) + " " + anystar)
-    u = unfinished(root)
     if u:
         out.append(u)
     return _alts(out) or '""'
+
+
+@lru_cache(maxsize=4096)
+def _diverge_other(chars: str, anyone: Optional[str], escapes: Optional[str]) -> Tuple[Optional[str], bool]:
+    """(the characters after a trie node with children ``chars`` that leave the
+    trie, whether an escape leaves it) for :func:`string_except`."""
+    other = cs_diff(ALL, cs_of(chars))
+    if not other:
+        return None, False
+    if anyone and other == ALL:
+        return anyone, False
+    # (the canonical reading is exact: a character of another spelling is
+    # refused here, and the excluded names are only ever spelled canonically)
+    if escapes and all(0x20 <= ord(c) <= 0x7E and c not in '"\\' for c in chars):
+        raw = cs_diff(_RAW_OK, cs_of(chars))
+        return (class_text(raw) if raw else None), True
+    return encode_set_canonical(other), False
 
 
 def _alts(alts) -> Optional[str]:
