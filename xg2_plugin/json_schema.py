@@ -80,6 +80,7 @@ import math
 import re
 import warnings
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import unquote, urldefrag, urljoin
 
@@ -135,6 +136,14 @@ def _urljoin(base: str, ref: str) -> str:
     if ":" in ref.split("/", 1)[0]:
         return ref
     return urljoin(base, ref)
+
+
+@lru_cache(maxsize=4096)
+def _split_ref(base: str, ref: str) -> Tuple[str, str, str]:
+    """(absolute URI, document, fragment) of ``ref`` against ``base`` (schemas
+    repeat their refs many times)."""
+    full = _urljoin(base, ref)
+    return (full, *urldefrag(full))
 
 
 def _ptr_join(path: str, *tokens) -> str:
@@ -424,9 +433,9 @@ class _Converter:
                     self.index(v, base, _ptr_join(ptr, i))
 
     def resolve_ref(self, ref: str, holder: dict, path: str) -> Tuple[Any, str]:
-        base = self.base_of.get(id(holder), _DEFAULT_BASE)
-        full = _urljoin(base, ref)
-        doc, frag = urldefrag(full)
+        # (a ref that is no string fails uncached: its error stays the same)
+        split = _split_ref if isinstance(ref, str) else _split_ref.__wrapped__
+        full, doc, frag = split(self.base_of.get(id(holder), _DEFAULT_BASE), ref)
         if full in self.anchors:
             return self.anchors[full]
         if doc not in self.resources:
@@ -1340,7 +1349,7 @@ class _Converter:
         else:
             ir = R.parse_pattern(F.FORMAT_PATTERNS[x])
         try:
-            dfa = R.DFA.from_ir(ir)
+            dfa = R.cached_dfa(ir)
         except R.DFAError as e:
             raise GrammarError(f'"pattern" at {path}: {e}') from None
         self.dfa_cache[key] = dfa
@@ -1419,13 +1428,13 @@ class _Converter:
         try:
             dfa = None
             for ir, kw, p in irs:
-                dd = R.DFA.from_ir(ir)
+                dd = R.cached_dfa(ir)
                 dfa = dd if dfa is None else dfa.intersect(dd)
             if min_len > 0 or max_len is not None:
-                lim = R.DFA.from_ir(R.n_rep(R.n_set(R.ALL), min_len, max_len))
+                lim = R.cached_dfa(R.n_rep(R.n_set(R.ALL), min_len, max_len))
                 dfa = lim if dfa is None else dfa.intersect(lim)
             for ir, kw, p in negs:
-                comp = R.DFA.from_ir(ir).complement()
+                comp = R.cached_dfa(ir).complement()
                 dfa = comp if dfa is None else dfa.intersect(comp)
             if not_vals:
                 comp = R.words_dfa(not_vals).complement()
@@ -1626,7 +1635,7 @@ class _Converter:
                     dd = R.words_dfa(declared).complement()
                     dfa = dd if dfa is None else dfa.intersect(dd)
                 if dfa is None:
-                    dfa = R.DFA.from_ir(R.n_rep(R.n_set(R.ALL), 0, None))
+                    dfa = R.cached_dfa(R.n_rep(R.n_set(R.ALL), 0, None))
             except R.DFAError as e:
                 self.fail("patternProperties", pats[0][2] if pats else parts[0][1], str(e))
                 cases.append((R.JSON_STRING_LOOSE, vconj))
@@ -2130,11 +2139,11 @@ class _Converter:
         todo = [root]
         while todo:
             body = todo.pop()
-            for nm in _RULE_NAME.findall(body):  # "" for literals and classes
-                if nm and nm in self.rules and nm not in reach:
+            for nm in _rule_refs(body):
+                if nm in self.rules and nm not in reach:
                     reach.add(nm)
                     todo.append(self.rules[nm])
-                elif nm and nm in self.empty_rules:
+                elif nm in self.empty_rules:
                     raise GrammarError(f"internal: rule {nm} matches nothing but is used")
         lines = [f"root ::= {root}"]
         for name, body in self.rules.items():
@@ -2145,8 +2154,15 @@ class _Converter:
 
 
 # A rule name in EBNF text; string literals and character classes match with an
-# empty group, so names inside them are skipped.
-_RULE_NAME = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|([A-Za-z_][A-Za-z0-9_.-]*)')
+# empty group, so names inside them are skipped (loops unrolled: fewer steps per character).
+_RULE_NAME = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|\[[^\]\\]*(?:\\.[^\]\\]*)*\]|([A-Za-z_][A-Za-z0-9_.-]*)')
+
+
+@lru_cache(maxsize=4096)
+def _rule_refs(body: str) -> Tuple[str, ...]:
+    """The rule names an EBNF body mentions, each once (helper rules repeat
+    across schemas)."""
+    return tuple(dict.fromkeys(nm for nm in _RULE_NAME.findall(body) if nm))
 
 _NOEVAL = frozenset({("noeval",)})
 

@@ -751,11 +751,13 @@ MAX_DFA_STATES = 4000
 
 
 class DFA:
-    """A complete-or-partial DFA: ``trans[s]`` is a list of (set, target)."""
+    """A complete-or-partial DFA: ``trans[s]`` is a list of (set, target).  Never
+    modified once built (results share them)."""
 
-    def __init__(self, trans: List[List[Tuple[CS, int]]], accept: List[bool]):
+    def __init__(self, trans: List[List[Tuple[CS, int]]], accept: List[bool], trimmed: bool = False):
         self.trans = trans
         self.accept = accept
+        self.trimmed = trimmed  # trim() would return it unchanged
 
     # -- construction --
     @staticmethod
@@ -785,11 +787,10 @@ class DFA:
 
     def intersect(self, other: "DFA") -> "DFA":
         index = {(0, 0): 0}
-        todo = [(0, 0)]
+        todo = [(0, 0)]  # breadth first: state i is todo[i]
         trans: List[List[Tuple[CS, int]]] = []
         accept: List[bool] = []
-        while todo:
-            a, b = todo.pop(0)
+        for a, b in todo:
             row = []
             for cs1, t1 in self.trans[a]:
                 for cs2, t2 in other.trans[b]:
@@ -809,6 +810,8 @@ class DFA:
 
     def trim(self) -> "DFA":
         """Drop states that cannot reach acceptance (and unreachable ones)."""
+        if self.trimmed:
+            return self
         n = len(self.trans)
         rev: List[List[int]] = [[] for _ in range(n)]
         for s, row in enumerate(self.trans):
@@ -823,7 +826,7 @@ class DFA:
                     live.add(p)
                     stack.append(p)
         if 0 not in live:
-            return DFA([[]], [False])
+            return DFA([[]], [False], trimmed=True)
         order = {0: 0}
         stack = [0]
         while stack:
@@ -841,7 +844,7 @@ class DFA:
                 if t in order:
                     merged.setdefault(order[t], []).extend(cs)
             trans[i] = [(cs_norm(v), k) for k, v in merged.items()]
-        return DFA(trans, accept)
+        return DFA(trans, accept, trimmed=True)
 
     def is_empty(self) -> bool:
         d = self.trim()
@@ -929,6 +932,13 @@ class DFA:
         return names[0]
 
 
+@lru_cache(maxsize=1024)
+def cached_dfa(node) -> DFA:
+    """``DFA.from_ir`` memoized, for IRs whose numbers are ints (patterns, formats,
+    checked lengths): they recur across schemas."""
+    return DFA.from_ir(node)
+
+
 class _Cycle(Exception):
     pass
 
@@ -1003,11 +1013,10 @@ class _NFA:
     def determinize(self, start: int, end: int) -> DFA:
         s0 = self.closure([start])
         index = {s0: 0}
-        todo = [s0]
+        todo = [s0]  # breadth first: state i is todo[i]
         trans: List[List[Tuple[CS, int]]] = []
         accept: List[bool] = []
-        while todo:
-            cur = todo.pop(0)
+        for cur in todo:
             labels = [(cs, t) for s in cur for cs, t in self.edges[s]]
             row = []
             for cs, targets in _partition(labels):
@@ -1027,18 +1036,18 @@ def _partition(labels: List[Tuple[CS, int]]):
     """Split overlapping labelled sets into disjoint pieces with their target sets."""
     if not labels:
         return []
-    points = set()
-    for cs, _ in labels:
+    bounds = sorted({x for cs, _ in labels for lo, hi in cs for x in (lo, hi + 1)})
+    pos = {x: i for i, x in enumerate(bounds)}
+    # the pieces are the gaps between bounds: each range covers a run of them
+    targets: List[set] = [set() for _ in range(len(bounds) - 1)]
+    for cs, t in labels:
         for lo, hi in cs:
-            points.add(lo)
-            points.add(hi + 1)
-    bounds = sorted(points)
+            for i in range(pos[lo], pos[hi + 1]):
+                targets[i].add(t)
     groups: Dict[frozenset, List[Tuple[int, int]]] = {}
-    for i in range(len(bounds) - 1):
-        lo, hi = bounds[i], bounds[i + 1] - 1
-        tg = frozenset(t for cs, t in labels if any(a <= lo and hi <= b for a, b in cs))
+    for i, tg in enumerate(targets):
         if tg:
-            groups.setdefault(tg, []).append((lo, hi))
+            groups.setdefault(frozenset(tg), []).append((bounds[i], bounds[i + 1] - 1))
     return [(cs_norm(v), k) for k, v in groups.items()]
 
 
