@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from itertools import groupby
+from operator import itemgetter
 from typing import Dict, List, Optional, Sequence, Tuple
 
 try:  # Python >= 3.11
@@ -1079,7 +1081,10 @@ def string_except(words, anystar: Optional[str] = None, anyone: Optional[str] = 
     the trie, then in any spelling.  ``anystar``/``anyone``/``escapes``: rule names
     for ``json_char()*``, ``json_char()`` and the canonical escapes of everything
     outside printable ASCII (inlined when None)."""
-    return _string_except(tuple(sorted(set(words))), anystar, anyone, escapes)
+    words = tuple(sorted(set(words)))
+    for w in words:
+        iter(w)  # a word that is no string: TypeError "... is not iterable", as ever
+    return _string_except(words, anystar, anyone, escapes)
 
 
 # Objects of one schema often share their names (one definition reached from
@@ -1089,46 +1094,11 @@ def _string_except(words: Tuple[str, ...], anystar: Optional[str], anyone: Optio
                    escapes: Optional[str]) -> str:
     if anystar is None:
         anystar = json_char() + "*"
-    # Build the trie; the words are sorted, so each node's children are too
-    root: Dict = {}
-    END = object()
-    for w in words:
-        node = root
-        for ch in w:
-            node = node.setdefault(ch, {})
-        node[END] = True
-
     # Every string outside the set is a trie path w (a prefix of some word) then
     # either the end (w itself not a word) or a character no word continues w
     # with, then anything.  The "anything" tail and the escape spellings are
     # shared by all paths (factored out): one copy each, not one per trie node.
-    def walk(node):
-        """(paths ending in a diverging character, paths allowing an escape,
-        paths that are not words) below ``node``."""
-        alts, esc_alts, unfinished = [], [], []
-        chars = ""
-        for ch, child in node.items():
-            if ch is END:
-                continue
-            chars += ch
-            d, e, u = walk(child)
-            c = encode_char(ch)
-            if d:
-                alts.append(c + " " + d)
-            if e:
-                esc_alts.append(c if e == '""' else c + " " + e)
-            if u:
-                unfinished.append(c if u == '""' else c + " " + u)
-        other, esc = _diverge_other(chars, anyone, escapes)
-        if other:
-            alts.append(other)
-        if esc:
-            esc_alts.append('""')
-        if END not in node:
-            unfinished.append('""')
-        return _alts(alts), _alts(esc_alts), _alts(unfinished)
-
-    d, e, u = walk(root)
+    d, e, u = _trie(words, anyone, escapes)
     heads = [x for x in (d, None if e is None else (e + " " + escapes if e != '""' else escapes)) if x]
     out = []
     if heads:
@@ -1136,6 +1106,55 @@ def _string_except(words: Tuple[str, ...], anystar: Optional[str], anyone: Optio
     if u:
         out.append(u)
     return _alts(out) or '""'
+
+
+_Paths = Tuple[Optional[str], Optional[str], Optional[str]]
+
+
+def _trie(suffixes: Sequence[str], anyone: Optional[str], escapes: Optional[str]) -> _Paths:
+    """(paths ending in a diverging character, paths allowing an escape, paths
+    that are not words) of the trie node whose words continue with the sorted,
+    distinct ``suffixes``, for :func:`string_except`."""
+    if len(suffixes) == 1 and len(suffixes[0]) <= _CHAIN_MEMO_LEN:
+        return _chain(suffixes[0], anyone, escapes)
+    ended = bool(suffixes) and suffixes[0] == ""  # sorts first
+    children = [(ch, _trie([w[1:] for w in group], anyone, escapes))
+                for ch, group in groupby(suffixes[ended:], key=itemgetter(0))]
+    return _node(children, ended, anyone, escapes)
+
+
+# A node with one word below it is a chain; its name's tails recur across objects
+# and schemas ("...name", "...description"), so short chains are memoized.
+_CHAIN_MEMO_LEN = 64
+
+
+@lru_cache(maxsize=8192)
+def _chain(suffix: str, anyone: Optional[str], escapes: Optional[str]) -> _Paths:
+    if not suffix:
+        return _node([], True, anyone, escapes)
+    return _node([(suffix[0], _chain(suffix[1:], anyone, escapes))], False, anyone, escapes)
+
+
+def _node(children, ended: bool, anyone: Optional[str], escapes: Optional[str]) -> _Paths:
+    """A trie node's paths from its children's: [(character, paths)]; ``ended``:
+    a word ends here."""
+    alts, esc_alts, unfinished = [], [], []
+    for ch, (d, e, u) in children:
+        c = encode_char(ch)
+        if d:
+            alts.append(c + " " + d)
+        if e:
+            esc_alts.append(c if e == '""' else c + " " + e)
+        if u:
+            unfinished.append(c if u == '""' else c + " " + u)
+    other, esc = _diverge_other("".join(ch for ch, _ in children), anyone, escapes)
+    if other:
+        alts.append(other)
+    if esc:
+        esc_alts.append('""')
+    if not ended:
+        unfinished.append('""')
+    return _alts(alts), _alts(esc_alts), _alts(unfinished)
 
 
 @lru_cache(maxsize=4096)
