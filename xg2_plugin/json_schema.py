@@ -146,11 +146,25 @@ def _split_ref(base: str, ref: str) -> Tuple[str, str, str]:
     return (full, *urldefrag(full))
 
 
+@lru_cache(maxsize=4096)
+def _name_base(hint: str) -> str:
+    """A rule name made of a hint (hints recur: property names, keywords)."""
+    base = _NAME_JUNK.sub("-", hint).strip("-") or "r"
+    if not ("A" <= base[0] <= "Z" or "a" <= base[0] <= "z" or base[0] == "_"):
+        base = "r-" + base
+    return base[:60]
+
+
+_NAME_JUNK = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
 def _ptr_join(path: str, *tokens) -> str:
-    out = path
     for t in tokens:
-        out += "/" + str(t).replace("~", "~0").replace("/", "~1")
-    return out
+        t = str(t)
+        if "~" in t or "/" in t:
+            t = t.replace("~", "~0").replace("/", "~1")
+        path += "/" + t
+    return path
 
 
 def _json_type(v) -> str:
@@ -257,7 +271,7 @@ def _seq(*items) -> str:
 
 
 def _alt(items) -> Optional[str]:
-    out = list(dict.fromkeys(i for i in items if i is not None))  # first occurrences, in order
+    out = [i for i in dict.fromkeys(items) if i is not None]  # first occurrences, in order
     if not out:
         return None
     if len(out) == 1:
@@ -285,7 +299,6 @@ class _Converter:
         self.enum_index: Dict[int, Any] = {}
         self.used_names = set()
         self.hoisted: Dict[str, str] = {}
-        self.name_bases: Dict[str, str] = {}
         self.name_counts: Dict[str, int] = {}
         self.rule_cache: Dict[Any, str] = {}
         self.in_progress = set()
@@ -316,13 +329,7 @@ class _Converter:
 
     # ------------------------------------------------------------------ rules
     def new_name(self, hint: str) -> str:
-        base = self.name_bases.get(hint)
-        if base is None:
-            base = re.sub(r"[^A-Za-z0-9_.-]+", "-", hint).strip("-") or "r"
-            if not re.match(r"[A-Za-z_]", base):
-                base = "r-" + base
-            base = base[:60]
-            self.name_bases[hint] = base
+        base = _name_base(hint)
         i = self.name_counts.get(base, 0)
         while True:
             i += 1
@@ -550,6 +557,10 @@ class _Converter:
         return name
 
     def value(self, conj, d: int, hint: str = "v") -> Optional[str]:
+        if len(conj) == 1 and _plain_scalar(conj[0][0]):
+            # most properties: nothing to expand, no rule of its own (what the
+            # general path below comes to for them)
+            return self.typed(conj, d, hint)
         parts = self.flatten(conj)
         if parts is None:
             return None
@@ -2153,16 +2164,25 @@ class _Converter:
         return text
 
 
-# A rule name in EBNF text; string literals and character classes match with an
-# empty group, so names inside them are skipped (loops unrolled: fewer steps per character).
-_RULE_NAME = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|\[[^\]\\]*(?:\\.[^\]\\]*)*\]|([A-Za-z_][A-Za-z0-9_.-]*)')
+# The text up to the next rule name in EBNF text (group 1: the name): string
+# literals and character classes are skipped whole, as is anything else that
+# cannot start a name.  (Possessive: nothing to backtrack; one match per name.)
+_TO_RULE_NAME = re.compile(
+    r'(?:[^A-Za-z_"\[]++|"[^"\\]*+(?:\\.[^"\\]*+)*+"|\[[^\]\\]*+(?:\\.[^\]\\]*+)*+\]|["\[])*+'
+    r'([A-Za-z_][A-Za-z0-9_.-]*+)')
 
 
 @lru_cache(maxsize=4096)
 def _rule_refs(body: str) -> Tuple[str, ...]:
     """The rule names an EBNF body mentions, each once (helper rules repeat
     across schemas)."""
-    return tuple(dict.fromkeys(nm for nm in _RULE_NAME.findall(body) if nm))
+    names = {}
+    m = _TO_RULE_NAME.match(body)
+    while m:
+        names[m.group(1)] = None
+        m = _TO_RULE_NAME.match(body, m.end())
+    return tuple(names)
+
 
 _NOEVAL = frozenset({("noeval",)})
 
@@ -2210,6 +2230,14 @@ def _type_list(ts) -> list:
 
 
 _INERT_KW = ANNOTATIONS | {"$ref", "allOf", "$dynamicRef"}
+_SCALAR_TYPES = ("string", "integer", "number", "boolean", "null")
+_PLAIN_SCALAR_KW = frozenset({"type", "enum", "const"} | ANNOTATIONS | _NUM_KW | _STR_KW)
+
+
+def _plain_scalar(s) -> bool:
+    """A schema of one scalar type with only that type's keywords (no applicator,
+    nothing unknown)."""
+    return type(s) is dict and s.get("type") in _SCALAR_TYPES and _PLAIN_SCALAR_KW.issuperset(s)
 
 
 def _inert(s: dict, skip=frozenset()) -> bool:
