@@ -2172,7 +2172,7 @@ _TO_RULE_NAME = re.compile(
     r'([A-Za-z_][A-Za-z0-9_.-]*+)')
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _rule_refs(body: str) -> Tuple[str, ...]:
     """The rule names an EBNF body mentions, each once (helper rules repeat
     across schemas)."""

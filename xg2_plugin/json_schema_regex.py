@@ -934,7 +934,7 @@ class DFA:
         return names[0]
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=128)
 def cached_dfa(node) -> DFA:
     """``DFA.from_ir`` memoized, for IRs whose numbers are ints (patterns, formats,
     checked lengths): they recur across schemas."""
@@ -1125,10 +1125,10 @@ def _trie(suffixes: Sequence[str], anyone: Optional[str], escapes: Optional[str]
 
 # A node with one word below it is a chain; its name's tails recur across objects
 # and schemas ("...name", "...description"), so short chains are memoized.
-_CHAIN_MEMO_LEN = 64
+_CHAIN_MEMO_LEN = 32
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=4096)
 def _chain(suffix: str, anyone: Optional[str], escapes: Optional[str]) -> _Paths:
     if not suffix:
         return _node([], True, anyone, escapes)
