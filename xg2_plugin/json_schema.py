@@ -2164,12 +2164,14 @@ class _Converter:
         return text
 
 
-# The text up to the next rule name in EBNF text (group 1: the name): string
-# literals and character classes are skipped whole, as is anything else that
-# cannot start a name.  (Possessive: nothing to backtrack; one match per name.)
+# The text up to the next rule name in EBNF text (group 1: the name; None at the
+# end): string literals and character classes are skipped whole (a quote or
+# bracket opening neither alone), as is anything else that cannot start a name.
+# Every character is either skipped or starts a name, so nothing backtracks: one
+# match per name.
 _TO_RULE_NAME = re.compile(
-    r'(?:[^A-Za-z_"\[]++|"[^"\\]*+(?:\\.[^"\\]*+)*+"|\[[^\]\\]*+(?:\\.[^\]\\]*+)*+\]|["\[])*+'
-    r'([A-Za-z_][A-Za-z0-9_.-]*+)')
+    r'[^A-Za-z_"\[]*(?:(?:"[^"\\]*(?:\\.[^"\\]*)*"|\[[^\]\\]*(?:\\.[^\]\\]*)*\]|["\[])[^A-Za-z_"\[]*)*'
+    r'(?:([A-Za-z_][A-Za-z0-9_.-]*)|\Z)')
 
 
 @lru_cache(maxsize=1024)
@@ -2178,7 +2180,7 @@ def _rule_refs(body: str) -> Tuple[str, ...]:
     across schemas)."""
     names = {}
     m = _TO_RULE_NAME.match(body)
-    while m:
+    while m.group(1):
         names[m.group(1)] = None
         m = _TO_RULE_NAME.match(body, m.end())
     return tuple(names)
