@@ -296,6 +296,7 @@ class _Converter:
         self.integer_kind = F.INTEGER_TEXT if isinstance(dialect, str) and re.search(
             r"draft-0[34]/", dialect) else True
         self.rules: Dict[str, str] = {}
+        self.rule_names: Dict[str, Tuple[str, ...]] = {}  # see add_rule
         self.enum_index: Dict[int, Any] = {}
         self.used_names = set()
         self.hoisted: Dict[str, str] = {}
@@ -340,7 +341,8 @@ class _Converter:
         self.used_names.add(name)
         return name
 
-    def string_except(self, words) -> str:
+    def string_except(self, words) -> Tuple[str, Tuple[str, ...]]:
+        """Every string content but ``words`` (R.string_except), and its rule names."""
         one = self.shared("json-char", R.json_char())
         esc = self.shared("json-char-nonprint", R.canonical_escapes())
         return R.string_except(words, self.shared("json-chars", one + "*"), one, esc)
@@ -406,9 +408,15 @@ class _Converter:
             self.add_rule(name, body)
         return name
 
-    def add_rule(self, name: str, body: str) -> None:
+    def add_rule(self, name: str, body: str, names: Optional[Tuple[str, ...]] = None) -> None:
+        """Define a rule; ``names``: the rule names the body uses, when known (so
+        convert() need not read a long body back)."""
         self.used_names.add(name)
         self.rules[name] = body
+        if names is not None:
+            self.rule_names[name] = names
+        elif name in self.rule_names:
+            del self.rule_names[name]
 
     # ------------------------------------------------------------------ refs
     def index(self, node, base: str, ptr: str) -> None:
@@ -1434,7 +1442,7 @@ class _Converter:
                     return None
                 return f"{q} {R.emit(R.n_rep(R.n_set(cs), a2, b2))} {q}"
         if not irs and not negs and not_vals and min_len == 0 and max_len is None:
-            return f"{q} {self.string_except(not_vals)} {q}"
+            return f"{q} {self.string_except(not_vals)[0]} {q}"
         # general case: intersect automata
         try:
             dfa = None
@@ -1531,14 +1539,18 @@ class _Converter:
             member = self.hoist(f"{R.string_literal_expr(k)} {lay.colon(d)} {expr}", f"{hint}-{k}-m", 300)
             items.append((k, member, k in required))
         extras = []
-        for key_expr, vconj in extra_cases:
+        names: Dict[str, None] = {}  # the rule names the extras use, known without reading them
+        for key_expr, vconj, key_names in extra_cases:
             vexpr = self.value(vconj, d + 1, hint=f"{hint}-extra")
             if vexpr is not None:
                 extras.append(f"{key_expr} {lay.colon(d)} {vexpr}")
+                for part in (key_names if key_names is not None else _rule_refs(key_expr),
+                             _rule_refs(lay.colon(d)), _rule_refs(vexpr)):
+                    names.update(dict.fromkeys(part))
         extra = _alt(extras)
         if extra is not None and len(extra) > 120:
             rn = self.new_name(f"{hint}-extra")
-            self.add_rule(rn, extra)
+            self.add_rule(rn, extra, tuple(names))
             extra = rn
         # names known only from "required" (no "properties" anywhere) have no order to keep
         unordered = len(items) > 1 and not any(s.get("properties") for s, _, _ in parts)
@@ -1588,7 +1600,8 @@ class _Converter:
         return out, matched
 
     def extra_cases(self, parts, declared, name_parts, constrained, explicit_extra) -> list:
-        """[(key_expr, value_conj)] for keys that are not declared."""
+        """[(key_expr, value_conj, the key_expr's rule names or None: unknown)]
+        for keys that are not declared."""
         q = '"\\""'
         pats = []  # (pattern, schema, path, part index)
         addl = []  # per part: value conj for keys matching none of its patterns
@@ -1626,13 +1639,13 @@ class _Converter:
             # key language: matches inside patterns, none of outside, not declared
             simple = not inside and not outside and names_dfa is None
             if simple:
-                key = self.string_except(declared) if declared else R.JSON_CHAR_LOOSE + "*"
-                cases.append((f"{q} {key} {q}", vconj))
+                key, names = self.string_except(declared) if declared else (R.JSON_CHAR_LOOSE + "*", ())
+                cases.append((f"{q} {key} {q}", vconj, names))
                 continue
             if len(inside) == 1 and not outside and names_dfa is None and not any(
                     self.dfa_for(("pat", inside[0][0]), inside[0][2]).accepts(k) for k in declared):
                 ir = self.pattern_ir(inside[0][0], inside[0][2])
-                cases.append((f"{q} {R.emit(ir)} {q}", vconj))
+                cases.append((f"{q} {R.emit(ir)} {q}", vconj, None))
                 continue
             try:
                 dfa = names_dfa
@@ -1649,11 +1662,11 @@ class _Converter:
                     dfa = R.cached_dfa(R.n_rep(R.n_set(R.ALL), 0, None))
             except R.DFAError as e:
                 self.fail("patternProperties", pats[0][2] if pats else parts[0][1], str(e))
-                cases.append((R.JSON_STRING_LOOSE, vconj))
+                cases.append((R.JSON_STRING_LOOSE, vconj, None))
                 continue
             name = dfa.emit_rules(self.new_name("key"), self.add_rule)
             if name is not None:
-                cases.append((f"{q} {name} {q}", vconj))
+                cases.append((f"{q} {name} {q}", vconj, None))
         return cases
 
     def name_dfa(self, sub, path):
@@ -2147,13 +2160,13 @@ class _Converter:
             raise GrammarError("the schema accepts no value")
         # keep the rules reachable from root (helpers of abandoned branches go)
         reach = set()
-        todo = [root]
+        todo = [_rule_refs(root)]
         while todo:
-            body = todo.pop()
-            for nm in _rule_refs(body):
+            for nm in todo.pop():
                 if nm in self.rules and nm not in reach:
                     reach.add(nm)
-                    todo.append(self.rules[nm])
+                    known = self.rule_names.get(nm)
+                    todo.append(_rule_refs(self.rules[nm]) if known is None else known)
                 elif nm in self.empty_rules:
                     raise GrammarError(f"internal: rule {nm} matches nothing but is used")
         lines = [f"root ::= {root}"]

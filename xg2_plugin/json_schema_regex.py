@@ -1074,12 +1074,13 @@ def words_dfa(words) -> DFA:
 
 
 def string_except(words, anystar: Optional[str] = None, anyone: Optional[str] = None,
-                  escapes: Optional[str] = None) -> str:
+                  escapes: Optional[str] = None) -> Tuple[str, Tuple[str, ...]]:
     """EBNF (contents, no quotes) of every string except the given ones, as one
-    expression (a trie with "anything else" branches).  Characters are read in
-    json.dumps's spellings (:func:`encode_set_canonical`) until the string leaves
-    the trie, then in any spelling.  ``anystar``/``anyone``/``escapes``: rule names
-    for ``json_char()*``, ``json_char()`` and the canonical escapes of everything
+    expression (a trie with "anything else" branches), and the rule names it
+    uses.  Characters are read in json.dumps's spellings
+    (:func:`encode_set_canonical`) until the string leaves the trie, then in any
+    spelling.  ``anystar``/``anyone``/``escapes``: rule names for
+    ``json_char()*``, ``json_char()`` and the canonical escapes of everything
     outside printable ASCII (inlined when None)."""
     words = tuple(sorted(set(words)))
     for w in words:
@@ -1091,9 +1092,8 @@ def string_except(words, anystar: Optional[str] = None, anyone: Optional[str] = 
 # several places), so whole results are memoized.
 @lru_cache(maxsize=256)
 def _string_except(words: Tuple[str, ...], anystar: Optional[str], anyone: Optional[str],
-                   escapes: Optional[str]) -> str:
-    if anystar is None:
-        anystar = json_char() + "*"
+                   escapes: Optional[str]) -> Tuple[str, Tuple[str, ...]]:
+    star = json_char() + "*" if anystar is None else anystar
     # Every string outside the set is a trie path w (a prefix of some word) then
     # either the end (w itself not a word) or a character no word continues w
     # with, then anything.  The "anything" tail and the escape spellings are
@@ -1102,10 +1102,13 @@ def _string_except(words: Tuple[str, ...], anystar: Optional[str], anyone: Optio
     heads = [x for x in (d, None if e is None else (e + " " + escapes if e != '""' else escapes)) if x]
     out = []
     if heads:
-        out.append(_alts(heads) + " " + anystar)
+        out.append(_alts(heads) + " " + star)
     if u:
         out.append(u)
-    return _alts(out) or '""'
+    # (the rule names used, known without reading the text back: anyone is every
+    # leaf's "anything", so it is in d, hence heads, whenever it is given)
+    names = (anyone, escapes if e is not None else None, anystar if heads else None)
+    return _alts(out) or '""', tuple(x for x in names if x)
 
 
 _Paths = Tuple[Optional[str], Optional[str], Optional[str]]
