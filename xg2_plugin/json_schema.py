@@ -307,7 +307,6 @@ class _Converter:
         self.resources: Dict[str, Any] = {}
         self.anchors: Dict[str, Tuple[Any, str]] = {}
         self.base_of: Dict[int, str] = {}
-        self.ptr_of: Dict[int, str] = {}
         self.dfa_cache: Dict[Any, Any] = {}
         self.alt_count = 0
         self.keep = []  # internal dicts kept alive (their ids are cache keys)
@@ -436,7 +435,6 @@ class _Converter:
             if isinstance(node.get("$dynamicAnchor"), str):
                 self.dynamic_count[node["$dynamicAnchor"]] = self.dynamic_count.get(node["$dynamicAnchor"], 0) + 1
             self.base_of[id(node)] = base
-            self.ptr_of[id(node)] = ptr
             for k, v in node.items():
                 if k in ("enum", "const", "default", "examples", "example"):
                     continue
@@ -473,7 +471,6 @@ class _Converter:
                 return True, path
             ptr = _ptr_join(ptr, tok)
         if isinstance(node, dict):
-            self.ptr_of.setdefault(id(node), ptr)
             self.base_of.setdefault(id(node), self.base_of.get(id(holder), _DEFAULT_BASE))
         return node, ptr
 
