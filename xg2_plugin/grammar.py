@@ -13,6 +13,8 @@ __all__ = ["Grammar", "ebnf_string_literal"]
 
 def ebnf_string_literal(text: str) -> str:
     """``text`` as an EBNF string literal (quoted, with escapes)."""
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return '"' + text + '"'  # nothing to escape (the common case)
     out = ['"']
     for ch in text:
         code = ord(ch)

@@ -80,6 +80,7 @@ import math
 import re
 import warnings
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import unquote, urldefrag, urljoin
 
@@ -137,11 +138,33 @@ def _urljoin(base: str, ref: str) -> str:
     return urljoin(base, ref)
 
 
+@lru_cache(maxsize=4096)
+def _split_ref(base: str, ref: str) -> Tuple[str, str, str]:
+    """(absolute URI, document, fragment) of ``ref`` against ``base`` (schemas
+    repeat their refs many times)."""
+    full = _urljoin(base, ref)
+    return (full, *urldefrag(full))
+
+
+@lru_cache(maxsize=4096)
+def _name_base(hint: str) -> str:
+    """A rule name made of a hint (hints recur: property names, keywords)."""
+    base = _NAME_JUNK.sub("-", hint).strip("-") or "r"
+    if not ("A" <= base[0] <= "Z" or "a" <= base[0] <= "z" or base[0] == "_"):
+        base = "r-" + base
+    return base[:60]
+
+
+_NAME_JUNK = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
 def _ptr_join(path: str, *tokens) -> str:
-    out = path
     for t in tokens:
-        out += "/" + str(t).replace("~", "~0").replace("/", "~1")
-    return out
+        t = str(t)
+        if "~" in t or "/" in t:
+            t = t.replace("~", "~0").replace("/", "~1")
+        path += "/" + t
+    return path
 
 
 def _json_type(v) -> str:
@@ -248,7 +271,7 @@ def _seq(*items) -> str:
 
 
 def _alt(items) -> Optional[str]:
-    out = list(dict.fromkeys(i for i in items if i is not None))  # first occurrences, in order
+    out = [i for i in dict.fromkeys(items) if i is not None]  # first occurrences, in order
     if not out:
         return None
     if len(out) == 1:
@@ -273,10 +296,10 @@ class _Converter:
         self.integer_kind = F.INTEGER_TEXT if isinstance(dialect, str) and re.search(
             r"draft-0[34]/", dialect) else True
         self.rules: Dict[str, str] = {}
+        self.rule_names: Dict[str, Tuple[str, ...]] = {}  # see add_rule
         self.enum_index: Dict[int, Any] = {}
         self.used_names = set()
         self.hoisted: Dict[str, str] = {}
-        self.name_bases: Dict[str, str] = {}
         self.name_counts: Dict[str, int] = {}
         self.rule_cache: Dict[Any, str] = {}
         self.in_progress = set()
@@ -284,7 +307,6 @@ class _Converter:
         self.resources: Dict[str, Any] = {}
         self.anchors: Dict[str, Tuple[Any, str]] = {}
         self.base_of: Dict[int, str] = {}
-        self.ptr_of: Dict[int, str] = {}
         self.dfa_cache: Dict[Any, Any] = {}
         self.alt_count = 0
         self.keep = []  # internal dicts kept alive (their ids are cache keys)
@@ -307,13 +329,7 @@ class _Converter:
 
     # ------------------------------------------------------------------ rules
     def new_name(self, hint: str) -> str:
-        base = self.name_bases.get(hint)
-        if base is None:
-            base = re.sub(r"[^A-Za-z0-9_.-]+", "-", hint).strip("-") or "r"
-            if not re.match(r"[A-Za-z_]", base):
-                base = "r-" + base
-            base = base[:60]
-            self.name_bases[hint] = base
+        base = _name_base(hint)
         i = self.name_counts.get(base, 0)
         while True:
             i += 1
@@ -324,7 +340,8 @@ class _Converter:
         self.used_names.add(name)
         return name
 
-    def string_except(self, words) -> str:
+    def string_except(self, words) -> Tuple[str, Tuple[str, ...]]:
+        """Every string content but ``words`` (R.string_except), and its rule names."""
         one = self.shared("json-char", R.json_char())
         esc = self.shared("json-char-nonprint", R.canonical_escapes())
         return R.string_except(words, self.shared("json-chars", one + "*"), one, esc)
@@ -390,9 +407,15 @@ class _Converter:
             self.add_rule(name, body)
         return name
 
-    def add_rule(self, name: str, body: str) -> None:
+    def add_rule(self, name: str, body: str, names: Optional[Tuple[str, ...]] = None) -> None:
+        """Define a rule; ``names``: the rule names the body uses, when known (so
+        convert() need not read a long body back)."""
         self.used_names.add(name)
         self.rules[name] = body
+        if names is not None:
+            self.rule_names[name] = names
+        elif name in self.rule_names:
+            del self.rule_names[name]
 
     # ------------------------------------------------------------------ refs
     def index(self, node, base: str, ptr: str) -> None:
@@ -412,7 +435,6 @@ class _Converter:
             if isinstance(node.get("$dynamicAnchor"), str):
                 self.dynamic_count[node["$dynamicAnchor"]] = self.dynamic_count.get(node["$dynamicAnchor"], 0) + 1
             self.base_of[id(node)] = base
-            self.ptr_of[id(node)] = ptr
             for k, v in node.items():
                 if k in ("enum", "const", "default", "examples", "example"):
                     continue
@@ -424,9 +446,9 @@ class _Converter:
                     self.index(v, base, _ptr_join(ptr, i))
 
     def resolve_ref(self, ref: str, holder: dict, path: str) -> Tuple[Any, str]:
-        base = self.base_of.get(id(holder), _DEFAULT_BASE)
-        full = _urljoin(base, ref)
-        doc, frag = urldefrag(full)
+        # (a ref that is no string fails uncached: its error stays the same)
+        split = _split_ref if isinstance(ref, str) else _split_ref.__wrapped__
+        full, doc, frag = split(self.base_of.get(id(holder), _DEFAULT_BASE), ref)
         if full in self.anchors:
             return self.anchors[full]
         if doc not in self.resources:
@@ -449,7 +471,6 @@ class _Converter:
                 return True, path
             ptr = _ptr_join(ptr, tok)
         if isinstance(node, dict):
-            self.ptr_of.setdefault(id(node), ptr)
             self.base_of.setdefault(id(node), self.base_of.get(id(holder), _DEFAULT_BASE))
         return node, ptr
 
@@ -541,6 +562,10 @@ class _Converter:
         return name
 
     def value(self, conj, d: int, hint: str = "v") -> Optional[str]:
+        if len(conj) == 1 and _plain_scalar(conj[0][0]):
+            # most properties: nothing to expand, no rule of its own (what the
+            # general path below comes to for them)
+            return self.typed(conj, d, hint)
         parts = self.flatten(conj)
         if parts is None:
             return None
@@ -1340,7 +1365,7 @@ class _Converter:
         else:
             ir = R.parse_pattern(F.FORMAT_PATTERNS[x])
         try:
-            dfa = R.DFA.from_ir(ir)
+            dfa = R.cached_dfa(ir)
         except R.DFAError as e:
             raise GrammarError(f'"pattern" at {path}: {e}') from None
         self.dfa_cache[key] = dfa
@@ -1414,18 +1439,18 @@ class _Converter:
                     return None
                 return f"{q} {R.emit(R.n_rep(R.n_set(cs), a2, b2))} {q}"
         if not irs and not negs and not_vals and min_len == 0 and max_len is None:
-            return f"{q} {self.string_except(not_vals)} {q}"
+            return f"{q} {self.string_except(not_vals)[0]} {q}"
         # general case: intersect automata
         try:
             dfa = None
             for ir, kw, p in irs:
-                dd = R.DFA.from_ir(ir)
+                dd = R.cached_dfa(ir)
                 dfa = dd if dfa is None else dfa.intersect(dd)
             if min_len > 0 or max_len is not None:
-                lim = R.DFA.from_ir(R.n_rep(R.n_set(R.ALL), min_len, max_len))
+                lim = R.cached_dfa(R.n_rep(R.n_set(R.ALL), min_len, max_len))
                 dfa = lim if dfa is None else dfa.intersect(lim)
             for ir, kw, p in negs:
-                comp = R.DFA.from_ir(ir).complement()
+                comp = R.cached_dfa(ir).complement()
                 dfa = comp if dfa is None else dfa.intersect(comp)
             if not_vals:
                 comp = R.words_dfa(not_vals).complement()
@@ -1511,14 +1536,18 @@ class _Converter:
             member = self.hoist(f"{R.string_literal_expr(k)} {lay.colon(d)} {expr}", f"{hint}-{k}-m", 300)
             items.append((k, member, k in required))
         extras = []
-        for key_expr, vconj in extra_cases:
+        names: Dict[str, None] = {}  # the rule names the extras use, known without reading them
+        for key_expr, vconj, key_names in extra_cases:
             vexpr = self.value(vconj, d + 1, hint=f"{hint}-extra")
             if vexpr is not None:
                 extras.append(f"{key_expr} {lay.colon(d)} {vexpr}")
+                for part in (key_names if key_names is not None else _rule_refs(key_expr),
+                             _rule_refs(lay.colon(d)), _rule_refs(vexpr)):
+                    names.update(dict.fromkeys(part))
         extra = _alt(extras)
         if extra is not None and len(extra) > 120:
             rn = self.new_name(f"{hint}-extra")
-            self.add_rule(rn, extra)
+            self.add_rule(rn, extra, tuple(names))
             extra = rn
         # names known only from "required" (no "properties" anywhere) have no order to keep
         unordered = len(items) > 1 and not any(s.get("properties") for s, _, _ in parts)
@@ -1568,7 +1597,8 @@ class _Converter:
         return out, matched
 
     def extra_cases(self, parts, declared, name_parts, constrained, explicit_extra) -> list:
-        """[(key_expr, value_conj)] for keys that are not declared."""
+        """[(key_expr, value_conj, the key_expr's rule names or None: unknown)]
+        for keys that are not declared."""
         q = '"\\""'
         pats = []  # (pattern, schema, path, part index)
         addl = []  # per part: value conj for keys matching none of its patterns
@@ -1606,13 +1636,13 @@ class _Converter:
             # key language: matches inside patterns, none of outside, not declared
             simple = not inside and not outside and names_dfa is None
             if simple:
-                key = self.string_except(declared) if declared else R.JSON_CHAR_LOOSE + "*"
-                cases.append((f"{q} {key} {q}", vconj))
+                key, names = self.string_except(declared) if declared else (R.JSON_CHAR_LOOSE + "*", ())
+                cases.append((f"{q} {key} {q}", vconj, names))
                 continue
             if len(inside) == 1 and not outside and names_dfa is None and not any(
                     self.dfa_for(("pat", inside[0][0]), inside[0][2]).accepts(k) for k in declared):
                 ir = self.pattern_ir(inside[0][0], inside[0][2])
-                cases.append((f"{q} {R.emit(ir)} {q}", vconj))
+                cases.append((f"{q} {R.emit(ir)} {q}", vconj, None))
                 continue
             try:
                 dfa = names_dfa
@@ -1626,14 +1656,14 @@ class _Converter:
                     dd = R.words_dfa(declared).complement()
                     dfa = dd if dfa is None else dfa.intersect(dd)
                 if dfa is None:
-                    dfa = R.DFA.from_ir(R.n_rep(R.n_set(R.ALL), 0, None))
+                    dfa = R.cached_dfa(R.n_rep(R.n_set(R.ALL), 0, None))
             except R.DFAError as e:
                 self.fail("patternProperties", pats[0][2] if pats else parts[0][1], str(e))
-                cases.append((R.JSON_STRING_LOOSE, vconj))
+                cases.append((R.JSON_STRING_LOOSE, vconj, None))
                 continue
             name = dfa.emit_rules(self.new_name("key"), self.add_rule)
             if name is not None:
-                cases.append((f"{q} {name} {q}", vconj))
+                cases.append((f"{q} {name} {q}", vconj, None))
         return cases
 
     def name_dfa(self, sub, path):
@@ -2127,14 +2157,14 @@ class _Converter:
             raise GrammarError("the schema accepts no value")
         # keep the rules reachable from root (helpers of abandoned branches go)
         reach = set()
-        todo = [root]
+        todo = [_rule_refs(root)]
         while todo:
-            body = todo.pop()
-            for nm in _RULE_NAME.findall(body):  # "" for literals and classes
-                if nm and nm in self.rules and nm not in reach:
+            for nm in todo.pop():
+                if nm in self.rules and nm not in reach:
                     reach.add(nm)
-                    todo.append(self.rules[nm])
-                elif nm and nm in self.empty_rules:
+                    known = self.rule_names.get(nm)
+                    todo.append(_rule_refs(self.rules[nm]) if known is None else known)
+                elif nm in self.empty_rules:
                     raise GrammarError(f"internal: rule {nm} matches nothing but is used")
         lines = [f"root ::= {root}"]
         for name, body in self.rules.items():
@@ -2144,9 +2174,27 @@ class _Converter:
         return text
 
 
-# A rule name in EBNF text; string literals and character classes match with an
-# empty group, so names inside them are skipped.
-_RULE_NAME = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|([A-Za-z_][A-Za-z0-9_.-]*)')
+# The text up to the next rule name in EBNF text (group 1: the name; None at the
+# end): string literals and character classes are skipped whole (a quote or
+# bracket opening neither alone), as is anything else that cannot start a name.
+# Every character is either skipped or starts a name, so nothing backtracks: one
+# match per name.
+_TO_RULE_NAME = re.compile(
+    r'[^A-Za-z_"\[]*(?:(?:"[^"\\]*(?:\\.[^"\\]*)*"|\[[^\]\\]*(?:\\.[^\]\\]*)*\]|["\[])[^A-Za-z_"\[]*)*'
+    r'(?:([A-Za-z_][A-Za-z0-9_.-]*)|\Z)')
+
+
+@lru_cache(maxsize=1024)
+def _rule_refs(body: str) -> Tuple[str, ...]:
+    """The rule names an EBNF body mentions, each once (helper rules repeat
+    across schemas)."""
+    names = {}
+    m = _TO_RULE_NAME.match(body)
+    while m.group(1):
+        names[m.group(1)] = None
+        m = _TO_RULE_NAME.match(body, m.end())
+    return tuple(names)
+
 
 _NOEVAL = frozenset({("noeval",)})
 
@@ -2194,6 +2242,14 @@ def _type_list(ts) -> list:
 
 
 _INERT_KW = ANNOTATIONS | {"$ref", "allOf", "$dynamicRef"}
+_SCALAR_TYPES = ("string", "integer", "number", "boolean", "null")
+_PLAIN_SCALAR_KW = frozenset({"type", "enum", "const"} | ANNOTATIONS | _NUM_KW | _STR_KW)
+
+
+def _plain_scalar(s) -> bool:
+    """A schema of one scalar type with only that type's keywords (no applicator,
+    nothing unknown)."""
+    return type(s) is dict and s.get("type") in _SCALAR_TYPES and _PLAIN_SCALAR_KW.issuperset(s)
 
 
 def _inert(s: dict, skip=frozenset()) -> bool:

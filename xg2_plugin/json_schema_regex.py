@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from itertools import groupby
+from operator import itemgetter
 from typing import Dict, List, Optional, Sequence, Tuple
 
 try:  # Python >= 3.11
@@ -388,6 +390,8 @@ def encode_literal(text: str) -> str:
     Empty text gives ``""``."""
     if not text:
         return '""'
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return '"' + text + '"'  # the common case: json.dumps and EBNF write it as is
     out = []
     run = []
     for ch in text:
@@ -749,11 +753,13 @@ MAX_DFA_STATES = 4000
 
 
 class DFA:
-    """A complete-or-partial DFA: ``trans[s]`` is a list of (set, target)."""
+    """A complete-or-partial DFA: ``trans[s]`` is a list of (set, target).  Never
+    modified once built (results share them)."""
 
-    def __init__(self, trans: List[List[Tuple[CS, int]]], accept: List[bool]):
+    def __init__(self, trans: List[List[Tuple[CS, int]]], accept: List[bool], trimmed: bool = False):
         self.trans = trans
         self.accept = accept
+        self.trimmed = trimmed  # trim() would return it unchanged
 
     # -- construction --
     @staticmethod
@@ -783,11 +789,10 @@ class DFA:
 
     def intersect(self, other: "DFA") -> "DFA":
         index = {(0, 0): 0}
-        todo = [(0, 0)]
+        todo = [(0, 0)]  # breadth first: state i is todo[i]
         trans: List[List[Tuple[CS, int]]] = []
         accept: List[bool] = []
-        while todo:
-            a, b = todo.pop(0)
+        for a, b in todo:
             row = []
             for cs1, t1 in self.trans[a]:
                 for cs2, t2 in other.trans[b]:
@@ -807,6 +812,8 @@ class DFA:
 
     def trim(self) -> "DFA":
         """Drop states that cannot reach acceptance (and unreachable ones)."""
+        if self.trimmed:
+            return self
         n = len(self.trans)
         rev: List[List[int]] = [[] for _ in range(n)]
         for s, row in enumerate(self.trans):
@@ -821,7 +828,7 @@ class DFA:
                     live.add(p)
                     stack.append(p)
         if 0 not in live:
-            return DFA([[]], [False])
+            return DFA([[]], [False], trimmed=True)
         order = {0: 0}
         stack = [0]
         while stack:
@@ -839,7 +846,7 @@ class DFA:
                 if t in order:
                     merged.setdefault(order[t], []).extend(cs)
             trans[i] = [(cs_norm(v), k) for k, v in merged.items()]
-        return DFA(trans, accept)
+        return DFA(trans, accept, trimmed=True)
 
     def is_empty(self) -> bool:
         d = self.trim()
@@ -927,6 +934,13 @@ class DFA:
         return names[0]
 
 
+@lru_cache(maxsize=128)
+def cached_dfa(node) -> DFA:
+    """``DFA.from_ir`` memoized, for IRs whose numbers are ints (patterns, formats,
+    checked lengths): they recur across schemas."""
+    return DFA.from_ir(node)
+
+
 class _Cycle(Exception):
     pass
 
@@ -1001,11 +1015,10 @@ class _NFA:
     def determinize(self, start: int, end: int) -> DFA:
         s0 = self.closure([start])
         index = {s0: 0}
-        todo = [s0]
+        todo = [s0]  # breadth first: state i is todo[i]
         trans: List[List[Tuple[CS, int]]] = []
         accept: List[bool] = []
-        while todo:
-            cur = todo.pop(0)
+        for cur in todo:
             labels = [(cs, t) for s in cur for cs, t in self.edges[s]]
             row = []
             for cs, targets in _partition(labels):
@@ -1025,18 +1038,18 @@ def _partition(labels: List[Tuple[CS, int]]):
     """Split overlapping labelled sets into disjoint pieces with their target sets."""
     if not labels:
         return []
-    points = set()
-    for cs, _ in labels:
+    bounds = sorted({x for cs, _ in labels for lo, hi in cs for x in (lo, hi + 1)})
+    pos = {x: i for i, x in enumerate(bounds)}
+    # the pieces are the gaps between bounds: each range covers a run of them
+    targets: List[set] = [set() for _ in range(len(bounds) - 1)]
+    for cs, t in labels:
         for lo, hi in cs:
-            points.add(lo)
-            points.add(hi + 1)
-    bounds = sorted(points)
+            for i in range(pos[lo], pos[hi + 1]):
+                targets[i].add(t)
     groups: Dict[frozenset, List[Tuple[int, int]]] = {}
-    for i in range(len(bounds) - 1):
-        lo, hi = bounds[i], bounds[i + 1] - 1
-        tg = frozenset(t for cs, t in labels if any(a <= lo and hi <= b for a, b in cs))
+    for i, tg in enumerate(targets):
         if tg:
-            groups.setdefault(tg, []).append((lo, hi))
+            groups.setdefault(frozenset(tg), []).append((bounds[i], bounds[i + 1] - 1))
     return [(cs_norm(v), k) for k, v in groups.items()]
 
 
@@ -1061,69 +1074,107 @@ def words_dfa(words) -> DFA:
 
 
 def string_except(words, anystar: Optional[str] = None, anyone: Optional[str] = None,
-                  escapes: Optional[str] = None) -> str:
+                  escapes: Optional[str] = None) -> Tuple[str, Tuple[str, ...]]:
     """EBNF (contents, no quotes) of every string except the given ones, as one
-    expression (a trie with "anything else" branches).  Characters are read in
-    json.dumps's spellings (:func:`encode_set_canonical`) until the string leaves
-    the trie, then in any spelling.  ``anystar``/``anyone``/``escapes``: rule names
-    for ``json_char()*``, ``json_char()`` and the canonical escapes of everything
+    expression (a trie with "anything else" branches), and the rule names it
+    uses.  Characters are read in json.dumps's spellings
+    (:func:`encode_set_canonical`) until the string leaves the trie, then in any
+    spelling.  ``anystar``/``anyone``/``escapes``: rule names for
+    ``json_char()*``, ``json_char()`` and the canonical escapes of everything
     outside printable ASCII (inlined when None)."""
-    words = sorted(set(words))
-    if anystar is None:
-        anystar = json_char() + "*"
-    # Build the trie
-    root: Dict = {}
-    END = object()
+    words = tuple(sorted(set(words)))
     for w in words:
-        node = root
-        for ch in w:
-            node = node.setdefault(ch, {})
-        node[END] = True
+        iter(w)  # a word that is no string: TypeError "... is not iterable", as ever
+    return _string_except(words, anystar, anyone, escapes)
 
+
+# Objects of one schema often share their names (one definition reached from
+# several places), so whole results are memoized.
+@lru_cache(maxsize=256)
+def _string_except(words: Tuple[str, ...], anystar: Optional[str], anyone: Optional[str],
+                   escapes: Optional[str]) -> Tuple[str, Tuple[str, ...]]:
+    star = json_char() + "*" if anystar is None else anystar
     # Every string outside the set is a trie path w (a prefix of some word) then
     # either the end (w itself not a word) or a character no word continues w
     # with, then anything.  The "anything" tail and the escape spellings are
     # shared by all paths (factored out): one copy each, not one per trie node.
-    def diverge(node):  # (paths ending in a diverging character, paths allowing an escape)
-        alts, esc_alts = [], []
-        chars = [k for k in node if k is not END]
-        for ch in sorted(chars):
-            d, e = diverge(node[ch])
-            if d:
-                alts.append(encode_char(ch) + " " + d)
-            if e:
-                esc_alts.append(encode_char(ch) + ("" if e == '""' else " " + e))
-        # (the canonical reading is exact: a character of another spelling is
-        # refused here, and the excluded names are only ever spelled canonically)
-        other = cs_diff(ALL, cs_of("".join(chars)))
-        if other:
-            if anyone and other == ALL:
-                alts.append(anyone)
-            elif escapes and all(0x20 <= ord(c) <= 0x7E and c not in '"\\' for c in chars):
-                raw = cs_diff(_RAW_OK, cs_of("".join(chars)))
-                if raw:
-                    alts.append(class_text(raw))
-                esc_alts.append('""')
-            else:
-                alts.append(encode_set_canonical(other))
-        return _alts(alts), _alts(esc_alts)
-
-    def unfinished(node):  # trie paths that are not words
-        alts = [encode_char(ch) + ("" if u == '""' else " " + u)
-                for ch in sorted(k for k in node if k is not END) for u in [unfinished(node[ch])] if u]
-        if END not in node:
-            alts.append('""')
-        return _alts(alts)
-
-    d, e = diverge(root)
+    d, e, u = _trie(words, anyone, escapes)
     heads = [x for x in (d, None if e is None else (e + " " + escapes if e != '""' else escapes)) if x]
     out = []
     if heads:
-        out.append(_alts(heads) + " " + anystar)
-    u = unfinished(root)
+        out.append(_alts(heads) + " " + star)
     if u:
         out.append(u)
-    return _alts(out) or '""'
+    # (the rule names used, known without reading the text back: anyone is every
+    # leaf's "anything", so it is in d, hence heads, whenever it is given)
+    names = (anyone, escapes if e is not None else None, anystar if heads else None)
+    return _alts(out) or '""', tuple(x for x in names if x)
+
+
+_Paths = Tuple[Optional[str], Optional[str], Optional[str]]
+
+
+def _trie(suffixes: Sequence[str], anyone: Optional[str], escapes: Optional[str]) -> _Paths:
+    """(paths ending in a diverging character, paths allowing an escape, paths
+    that are not words) of the trie node whose words continue with the sorted,
+    distinct ``suffixes``, for :func:`string_except`."""
+    if len(suffixes) == 1 and len(suffixes[0]) <= _CHAIN_MEMO_LEN:
+        return _chain(suffixes[0], anyone, escapes)
+    ended = bool(suffixes) and suffixes[0] == ""  # sorts first
+    children = [(ch, _trie([w[1:] for w in group], anyone, escapes))
+                for ch, group in groupby(suffixes[ended:], key=itemgetter(0))]
+    return _node(children, ended, anyone, escapes)
+
+
+# A node with one word below it is a chain; its name's tails recur across objects
+# and schemas ("...name", "...description"), so short chains are memoized.
+_CHAIN_MEMO_LEN = 32
+
+
+@lru_cache(maxsize=4096)
+def _chain(suffix: str, anyone: Optional[str], escapes: Optional[str]) -> _Paths:
+    if not suffix:
+        return _node([], True, anyone, escapes)
+    return _node([(suffix[0], _chain(suffix[1:], anyone, escapes))], False, anyone, escapes)
+
+
+def _node(children, ended: bool, anyone: Optional[str], escapes: Optional[str]) -> _Paths:
+    """A trie node's paths from its children's: [(character, paths)]; ``ended``:
+    a word ends here."""
+    alts, esc_alts, unfinished = [], [], []
+    for ch, (d, e, u) in children:
+        c = encode_char(ch)
+        if d:
+            alts.append(c + " " + d)
+        if e:
+            esc_alts.append(c if e == '""' else c + " " + e)
+        if u:
+            unfinished.append(c if u == '""' else c + " " + u)
+    other, esc = _diverge_other("".join(ch for ch, _ in children), anyone, escapes)
+    if other:
+        alts.append(other)
+    if esc:
+        esc_alts.append('""')
+    if not ended:
+        unfinished.append('""')
+    return _alts(alts), _alts(esc_alts), _alts(unfinished)
+
+
+@lru_cache(maxsize=4096)
+def _diverge_other(chars: str, anyone: Optional[str], escapes: Optional[str]) -> Tuple[Optional[str], bool]:
+    """(the characters after a trie node with children ``chars`` that leave the
+    trie, whether an escape leaves it) for :func:`string_except`."""
+    other = cs_diff(ALL, cs_of(chars))
+    if not other:
+        return None, False
+    if anyone and other == ALL:
+        return anyone, False
+    # (the canonical reading is exact: a character of another spelling is
+    # refused here, and the excluded names are only ever spelled canonically)
+    if escapes and all(0x20 <= ord(c) <= 0x7E and c not in '"\\' for c in chars):
+        raw = cs_diff(_RAW_OK, cs_of(chars))
+        return (class_text(raw) if raw else None), True
+    return encode_set_canonical(other), False
 
 
 def _alts(alts) -> Optional[str]:
