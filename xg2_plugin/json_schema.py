@@ -1533,6 +1533,9 @@ class _Converter:
                 if k in required:
                     return None
                 continue
+            # a long value is a rule of its own: one per distinct text, so that
+            # properties of the same schema share one automaton
+            expr = self.hoist(expr, f"{hint}-{k}-v", 300)
             member = self.hoist(f"{R.string_literal_expr(k)} {lay.colon(d)} {expr}", f"{hint}-{k}-m", 300)
             items.append((k, member, k in required))
         extras = []
