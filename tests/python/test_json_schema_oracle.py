@@ -162,6 +162,33 @@ def test_sliced_string_masks_match_matcher(deepseek, mistral, case):
             check_instance(vocab, schema, inst, [8, case, j], f"pattern {case}.{j}")
 
 
+# String constraints the front-end intersects into one automaton, written one rule
+# per state (merged by the core into one right-linear region): a searched pattern
+# with a minimum length, keys that match a pattern but are not a declared name (a
+# state that only calls the key's automaton, nested in mask walks from the start,
+# handing over to the parser at the closing quote), a URL with a length bound; and
+# a "+" class (the slice's loop state is entered after one character).
+REGIONS = [
+    ({"type": "string", "pattern": "\\d+-[A-Fa-f0-9]*-[a-f0-9]{4}", "minLength": 12},
+     ["1-60f6f7e7-0123", "x 12-ab-cdef tail"]),
+    ({"type": "object", "properties": {"basic": {"type": "string"}},
+      "patternProperties": {"^[a-z]+$": {"type": ["integer", "string"]}}},
+     [{"basic": "x", "ab": 1, "basics": 2}, {"zz": 3}]),
+    ({"type": "string", "pattern": "^https?://[a-z0-9.-]+(/[\\w.-]*)*$", "maxLength": 40},
+     ["https://example.com/image/a.png", "http://x.io"]),
+    ({"type": "string", "pattern": "^[\\w\\s-]+$"}, ["image-123 large", "a"]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(REGIONS)))
+def test_right_linear_string_masks_match_matcher(deepseek, mistral, case):
+    schema, instances = REGIONS[case]
+    assert all(jsonschema.Draft202012Validator(schema).is_valid(x) for x in instances)
+    for vocab in (deepseek, mistral):
+        for j, inst in enumerate(instances):
+            check_instance(vocab, schema, inst, [9, case, j], f"region {case}.{j}")
+
+
 def test_masks_hold_when_the_cache_evicts(deepseek):
     # A 32 KiB limit holds about one vocabulary-wide mask: entries are evicted and
     # recomputed between fills, and every mask must stay exact.
