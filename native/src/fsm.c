@@ -905,9 +905,152 @@ out:
     return rc;
 }
 
+/* Refinement of one cyclic component to its coarsest stable partition under
+ * signature() (what Moore rounds reach), touching only states that can change.
+ * Classes keep their ids when they split -- the largest part keeps it -- so
+ * only predecessors of states whose id changed can get a new signature; those
+ * are marked dirty.  A class keeps its dirty members first in elems; its clean
+ * members all share one signature.  A state changes id only into a part at
+ * most half its class, so at most log2(m) times. */
+typedef struct {
+    uint32_t *elems, *pos;            /* states by class; index of each in elems (elems owns the u32 arrays) */
+    uint32_t *cstart, *clen, *ndirty; /* per class of the component */
+    uint32_t *queue;                  /* ring of the classes with dirty members */
+    uint32_t *gid, *tmp, *gsize, *gbeg; /* scratch for splitting one class by signature */
+    uint8_t *dirty;
+    uint32_t *poff, *pend, *pv; /* predecessors inside the same component */
+} refiner;
+
+static void mark_dirty(refiner *r, const uint32_t *local, uint32_t m, uint32_t *qhead, uint32_t *qn, uint32_t s) {
+    if (r->dirty[s]) return;
+    r->dirty[s] = 1;
+    uint32_t k = local[s], i = r->pos[s], j = r->cstart[k] + r->ndirty[k]++, u = r->elems[j];
+    r->elems[j] = s;
+    r->pos[s] = j;
+    r->elems[i] = u;
+    r->pos[u] = i;
+    if (r->ndirty[k] == 1) r->queue[(*qhead + (*qn)++) % m] = k;
+}
+
+/* Classes of mem[0..m) into local (ids 0 .. *count - 1). */
+static int refine(const sig_ctx *x, refiner *r, uint32_t *local, const uint32_t *mem, uint32_t m, uint32_t *count,
+                  seqtab *loc, xg2_u32vec *sig) {
+    const xg2_dfa *d = x->d;
+    uint32_t nclass = 0, qhead = 0, qn = 0, n1 = 0, at[2];
+    for (uint32_t i = 0; i < m; i++) n1 += d->final[mem[i]];
+    at[0] = 0;
+    at[1] = m - n1;
+    for (uint32_t f = 0; f < 2; f++) { /* non-final and final states, all dirty */
+        uint32_t len = f ? n1 : m - n1;
+        if (!len) continue;
+        r->cstart[nclass] = at[f];
+        r->clen[nclass] = r->ndirty[nclass] = len;
+        r->queue[qn++] = nclass++;
+    }
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t s = mem[i], f = d->final[s];
+        local[s] = f && n1 < m;
+        r->pos[s] = at[f]++;
+        r->elems[r->pos[s]] = s;
+        r->dirty[s] = 1;
+    }
+    while (qn) {
+        uint32_t c = r->queue[qhead], st = r->cstart[c], len = r->clen[c], nd = r->ndirty[c], ng = 0, g;
+        qhead = (qhead + 1) % m;
+        qn--;
+        seq_clear(loc);
+        if (nd < len) { /* group 0: the clean members' signature */
+            if (signature(x, r->elems[st + nd], c, sig) || seq_intern(loc, sig->a, sig->n, &g)) return XG2_NOMEM();
+            r->gsize[ng++] = len - nd;
+        }
+        for (uint32_t i = 0; i < nd; i++) {
+            uint32_t s = r->elems[st + i];
+            r->dirty[s] = 0;
+            if (signature(x, s, c, sig) || seq_intern(loc, sig->a, sig->n, &g)) return XG2_NOMEM();
+            if (g == ng) r->gsize[ng++] = 0;
+            r->gsize[g]++;
+            r->gid[i] = g;
+        }
+        r->ndirty[c] = 0;
+        if (ng == 1) continue;
+        /* Dirty prefix sorted by group, group 0 last (next to the clean members). */
+        uint32_t big = 0, b = 0;
+        for (g = 1; g < ng; g++) {
+            r->gbeg[g] = b;
+            b += r->gsize[g];
+            if (r->gsize[g] > r->gsize[big]) big = g;
+        }
+        r->gbeg[0] = b;
+        for (uint32_t i = 0; i < nd; i++) r->tmp[r->gbeg[r->gid[i]]++] = r->elems[st + i];
+        for (uint32_t i = 0; i < nd; i++) {
+            r->elems[st + i] = r->tmp[i];
+            r->pos[r->tmp[i]] = st + i;
+        }
+        /* gbeg[g] now ends group g's dirty part; each part but the largest gets a new id. */
+        uint32_t nchanged = 0;
+        for (g = 0; g < ng; g++) {
+            uint32_t end = g ? r->gbeg[g] : len, beg = end - r->gsize[g], k = g == big ? c : nclass++;
+            r->cstart[k] = st + beg;
+            r->clen[k] = r->gsize[g];
+            r->ndirty[k] = 0;
+            if (k != c)
+                for (uint32_t i = st + beg; i < st + end; i++) {
+                    local[r->elems[i]] = k;
+                    r->tmp[nchanged++] = r->elems[i];
+                }
+        }
+        for (uint32_t i = 0; i < nchanged; i++)
+            for (uint32_t j = r->poff[r->tmp[i]]; j < r->pend[r->tmp[i]]; j++)
+                mark_dirty(r, local, m, &qhead, &qn, r->pv[j]);
+    }
+    *count = nclass;
+    return XG2_OK;
+}
+
+static void add_pred(refiner *r, const uint32_t *comp, int fill, uint32_t s, uint32_t t) {
+    if (comp[s] != comp[t]) return;
+    if (!fill)
+        r->poff[t + 1]++;
+    else if (r->pend[t] == r->poff[t] || r->pv[r->pend[t] - 1] != s) /* s's edges to t are adjacent: keep one */
+        r->pv[r->pend[t]++] = s;
+}
+
+/* Work arrays for refine(), sized for all of d, and the predecessor lists. */
+static int refiner_init(refiner *r, const xg2_dfa *d, const uint32_t *comp) {
+    uint32_t n = d->n;
+    uint32_t *w = xg2__malloc(sizeof(uint32_t) * (12 * (size_t)n + 1));
+    r->dirty = xg2__calloc(n, 1);
+    if (!w || !r->dirty) {
+        xg2__free(w);
+        return XG2_NOMEM();
+    }
+    uint32_t **arr[] = {&r->elems, &r->pos, &r->cstart, &r->clen, &r->ndirty, &r->queue,
+                        &r->gid, &r->tmp, &r->gsize, &r->gbeg, &r->pend, &r->poff};
+    for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) *arr[i] = w + i * (size_t)n;
+    memset(r->poff, 0, sizeof(uint32_t) * ((size_t)n + 1));
+    for (int fill = 0; fill < 2; fill++) { /* count, then fill */
+        if (fill) {
+            for (uint32_t t = 0; t < n; t++) r->poff[t + 1] += r->poff[t];
+            if (!(r->pv = xg2__malloc(sizeof(uint32_t) * (r->poff[n] ? r->poff[n] : 1)))) return XG2_NOMEM();
+            memcpy(r->pend, r->poff, sizeof(uint32_t) * n);
+        }
+        for (uint32_t s = 0; s < n; s++) {
+            for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++) add_pred(r, comp, fill, s, d->br[j].to);
+            for (uint32_t j = d->roff[s]; j < d->roff[s + 1]; j++) add_pred(r, comp, fill, s, d->re[j].to);
+        }
+    }
+    return XG2_OK;
+}
+
+static void refiner_free(refiner *r) {
+    xg2__free(r->elems);
+    xg2__free(r->dirty);
+    xg2__free(r->pv);
+}
+
 /* Minimisation by components, sinks first: a state outside any cycle gets its
  * class from its signature over final classes in one step; the states of a
- * cycle are refined (Moore) among themselves.  Linear on the long chains that
+ * cycle are refined among themselves (refine()).  Linear on the long chains that
  * literals produce; states of different cycles are not merged. */
 static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
     uint32_t n = d->n, nc = 0;
@@ -918,6 +1061,7 @@ static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
     uint32_t *start = xg2__calloc((size_t)n + 2, sizeof(uint32_t));
     xg2_u32vec sig = {0};
     seqtab global = {0}, loc = {0};
+    refiner r = {0};
     if (!comp || !local || !order || !start) { rc = XG2_NOMEM(); goto out; }
     if ((rc = dfa_scc(d, comp, &nc))) goto out;
     for (uint32_t s = 0; s < n; s++) start[comp[s] + 1]++;
@@ -950,26 +1094,10 @@ static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
             block[s] = id;
             continue;
         }
-        /* Moore refinement inside the cycle; its classes are new global classes. */
-        uint32_t count = 0, seen_final[2] = {0, 0};
-        for (uint32_t i = 0; i < m; i++) {
-            local[mem[i]] = d->final[mem[i]];
-            if (!seen_final[d->final[mem[i]]]++) count++;
-        }
-        for (;;) { /* classes only split; an unchanged count means stable */
-            seq_clear(&loc);
-            uint32_t newcount = 0;
-            for (uint32_t i = 0; i < m; i++) {
-                uint32_t s = mem[i], id;
-                if (signature(&x, s, local[s], &sig)) { rc = XG2_NOMEM(); goto out; }
-                if ((rc = seq_intern(&loc, sig.a, sig.n, &id))) goto out;
-                if (id + 1 > newcount) newcount = id + 1;
-                block[s] = id; /* provisional, copied into local below */
-            }
-            for (uint32_t i = 0; i < m; i++) local[mem[i]] = block[mem[i]];
-            if (newcount == count) break;
-            count = newcount;
-        }
+        /* Refinement inside the cycle; its classes are new global classes. */
+        uint32_t count;
+        if (!r.elems && (rc = refiner_init(&r, d, comp))) goto out;
+        if ((rc = refine(&x, &r, local, mem, m, &count, &loc, &sig))) goto out;
         /* Global ids: reserve fresh ones in the global table by a unique signature. */
         for (uint32_t i = 0; i < m; i++) {
             uint32_t s = mem[i];
@@ -993,6 +1121,7 @@ out:
     vec_free(&sig);
     seq_free(&global);
     seq_free(&loc);
+    refiner_free(&r);
     return rc;
 }
 
