@@ -1095,7 +1095,7 @@ static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
             continue;
         }
         /* Refinement inside the cycle; its classes are new global classes. */
-        uint32_t count;
+        uint32_t count = 0;
         if (!r.elems && (rc = refiner_init(&r, d, comp))) goto out;
         if ((rc = refine(&x, &r, local, mem, m, &count, &loc, &sig))) goto out;
         /* Global ids: reserve fresh ones in the global table by a unique signature. */
