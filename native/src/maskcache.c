@@ -16,7 +16,7 @@
  */
 #include "maskcache.h"
 
-#define SLICE_PAIR_LIMIT 4096
+#define SLICE_PAIR_LIMIT 512
 
 XG2_HIDDEN int xg2__parser_reinit_local(xg2_parser *p, uint32_t state, uint32_t count);
 
@@ -231,6 +231,7 @@ static int slice_bounded(const xg2_grammar *g, const xg2_slice *s, uint32_t q, u
     uint32_t mid_a[CAP], mid_t[CAP], mid_n[CAP], n_mid;
     cur_t[0] = q;
     cur_n[0] = count;
+    uint32_t work = 0; /* configurations expanded, 256 bytes each */
     for (uint32_t k = 0; k < XG2_SLICE_MAX_CHARS; k++) {
         int first_alive = -1;
         n_nxt = n_mid = 0;
@@ -241,6 +242,7 @@ static int slice_bounded(const xg2_grammar *g, const xg2_slice *s, uint32_t q, u
             st_n[sp++] = cur_n[i];
         }
         while (sp) {
+            if (++work > SLICE_PAIR_LIMIT) return 0; /* a long automaton: not worth proving */
             sp--;
             uint32_t a = st_a[sp], t = st_t[sp], n = st_n[sp];
             /* the rule may end here with a class byte next: tokens could be uncertain */
