@@ -233,6 +233,11 @@ TEST(grammar_from_ebnf) {
      * rules, large counted repetitions, Regex, classes beyond ASCII. */
     sweep_grammar("root ::= a b | root \"x\" | \"\"\na ::= \"q\"? (\"(\" root \")\")*\nb ::= [\\u0100-\\U0010ffff]{0,40}", NULL);
     sweep_grammar("root ::= Regex(\"[a-z]+(\\\\.[0-9]{2,5})?\") \"!\"", NULL);
+    /* A right-linear region: rules that call each other only at their ends,
+     * with a chain into the cycle, built as one automaton. */
+    sweep_grammar("root ::= \"<\" p0 \">\" (\",\" \"<\" p0 \">\")*\np0 ::= \"h\" p1 | [0-9] s0\n"
+                  "p1 ::= \"t\" s0 | \"\"\ns0 ::= [a-z] s1 | \"\"\ns1 ::= [0-9] s2 | \"-\" s0\n"
+                  "s2 ::= [a-z\\u00e9] s1 | \"\"", NULL);
 }
 
 TEST(grammar_print) {
