@@ -109,7 +109,8 @@ out:
     return rc;
 }
 
-/* Rough NFA size of an expression if the rules marked in inl[] are expanded. */
+/* Rough NFA size of an expression if the rules marked in inl[] (NULL: none)
+ * are expanded. */
 static uint64_t est_size(const xg2_ir *ir, uint32_t id, const uint8_t *inl, const uint64_t *rsize, int depth) {
     const xg2_expr *e = &ir->exprs.a[id];
     uint64_t s = 1;
@@ -120,7 +121,7 @@ static uint64_t est_size(const xg2_ir *ir, uint32_t id, const uint8_t *inl, cons
         for (uint32_t i = 0; i < e->n; i++)
             if (ir->pool.a[e->a + 2 * i + 1] >= 0x80 || (e->flags & XF_NEGATED)) return 12;
         return 1;
-    case XE_REF: return inl[e->a] ? rsize[e->a] : 1;
+    case XE_REF: return inl && inl[e->a] ? rsize[e->a] : 1;
     case XE_REPEAT: {
         if (e->flags & XF_COUNTED) return est_size(ir, e->a, inl, rsize, depth + 1) + 3; /* a counted loop */
         uint64_t k = e->max >= 0 ? (uint64_t)e->max : (uint64_t)e->min + 1;
@@ -147,53 +148,44 @@ static uint64_t est_size(const xg2_ir *ir, uint32_t id, const uint8_t *inl, cons
  * region[r] is the region (a component id), UINT32_MAX outside any.  A region
  * stops growing at XG2_REGION_MAX_NFA estimated states (a bigger component
  * stays in none): its automaton is built whole, minimisation included. */
-static int find_regions(const xg2_ir *ir, const rule_graph *gr, const uint32_t *comp, uint32_t *region) {
-    uint32_t n = ir->rules.n, nc = 0;
-    for (uint32_t r = 0; r < n; r++) nc = comp[r] + 1 > nc ? comp[r] + 1 : nc;
-    uint8_t *plain = xg2__malloc(nc ? nc : 1);
-    uint32_t *owner = xg2__malloc(sizeof(uint32_t) * (nc ? nc : 1));
-    uint64_t *size = xg2__calloc(nc ? nc : 1, sizeof(uint64_t));   /* per region */
-    uint64_t *own = xg2__calloc(nc ? nc : 1, sizeof(uint64_t));    /* per component */
+static int find_regions(const xg2_ir *ir, const rule_graph *gr, const uint32_t *comp, const uint32_t *order,
+                        const uint32_t *cstart, uint32_t *region) {
+    uint32_t n = ir->rules.n, m = n ? n : 1;
+    uint8_t *plain = xg2__malloc(m);                      /* per component */
+    uint32_t *owner = xg2__malloc(sizeof(uint32_t) * m);  /* per component: its region */
+    uint64_t *size = xg2__calloc(m, sizeof(uint64_t));    /* per region */
+    uint64_t *own = xg2__calloc(m, sizeof(uint64_t));     /* per component */
+    uint32_t *members = xg2__calloc(m, sizeof(uint32_t)); /* per region */
     uint32_t *in_off = xg2__calloc((size_t)n + 1, sizeof(uint32_t)); /* incoming edges (CSR) */
     uint32_t *in_edge = xg2__malloc(sizeof(uint32_t) * (gr->adj.n ? gr->adj.n : 1));
     uint32_t *src = xg2__malloc(sizeof(uint32_t) * (gr->adj.n ? gr->adj.n : 1));
-    uint32_t *members = xg2__malloc(sizeof(uint32_t) * (n ? n : 1)), *mstart = xg2__calloc((size_t)nc + 1, sizeof(uint32_t));
-    uint8_t *no_inl = xg2__calloc(n ? n : 1, 1);
     int rc = XG2_OK;
-    if (!plain || !owner || !size || !own || !in_off || !in_edge || !src || !members || !mstart || !no_inl) {
+    if (!plain || !owner || !size || !own || !members || !in_off || !in_edge || !src) {
         rc = XG2_NOMEM();
         goto out;
     }
-    memset(plain, 1, nc ? nc : 1);
+    memset(plain, 1, m);
     for (uint32_t r = 0; r < n; r++) {
         const xg2_rule_ir *ru = &ir->rules.a[r];
         if (ru->kind != RK_FSM || ru->lookahead >= 0 || gr->self_loop[r]) plain[comp[r]] = 0;
-        own[comp[r]] += est_size(ir, ru->body, no_inl, NULL, 0);
+        own[comp[r]] += est_size(ir, ru->body, NULL, NULL, 0);
         for (uint32_t j = gr->off.a[r]; j < gr->off.a[r + 1]; j++) {
             src[j] = r;
             in_off[gr->adj.a[j] + 1]++;
             if (comp[gr->adj.a[j]] == comp[r] && !gr->tail.a[j]) plain[comp[r]] = 0;
         }
-        mstart[comp[r] + 1]++;
     }
     for (uint32_t r = 0; r < n; r++) in_off[r + 1] += in_off[r];
-    for (uint32_t c = 0; c < nc; c++) mstart[c + 1] += mstart[c];
-    {
-        uint32_t *fill = xg2__malloc(sizeof(uint32_t) * ((size_t)n + nc + 1));
-        if (!fill) { rc = XG2_NOMEM(); goto out; }
-        memcpy(fill, in_off, sizeof(uint32_t) * n);
-        for (uint32_t j = 0; j < gr->adj.n; j++) in_edge[fill[gr->adj.a[j]]++] = j;
-        memcpy(fill, mstart, sizeof(uint32_t) * nc);
-        for (uint32_t r = 0; r < n; r++) members[fill[comp[r]]++] = r;
-        xg2__free(fill);
-    }
-    for (uint32_t c = nc; c-- > 0;) { /* callers first */
+    for (uint32_t j = 0; j < gr->adj.n; j++) in_edge[in_off[gr->adj.a[j]]++] = j;
+    memmove(in_off + 1, in_off, sizeof(uint32_t) * n); /* the fill moved each start to the next */
+    in_off[0] = 0;
+    for (uint32_t c = n; c-- > 0;) { /* callers first */
         owner[c] = UINT32_MAX;
-        if (!plain[c] || own[c] > XG2_REGION_MAX_NFA) continue;
+        if (cstart[c] == cstart[c + 1] || !plain[c] || own[c] > XG2_REGION_MAX_NFA) continue;
         uint32_t o = UINT32_MAX;
         int alone = 0, referenced = 0;
-        for (uint32_t i = mstart[c]; i < mstart[c + 1] && !alone; i++) {
-            uint32_t r = members[i];
+        for (uint32_t i = cstart[c]; i < cstart[c + 1] && !alone; i++) {
+            uint32_t r = order[i];
             if (r == ir->root) alone = 1;
             for (uint32_t k = in_off[r]; k < in_off[r + 1] && !alone; k++) {
                 uint32_t j = in_edge[k], u = src[j];
@@ -207,19 +199,22 @@ static int find_regions(const xg2_ir *ir, const rule_graph *gr, const uint32_t *
         if (alone || !referenced || size[o] + own[c] > XG2_REGION_MAX_NFA) o = c;
         owner[c] = o;
         size[o] += own[c];
+        members[o] += cstart[c + 1] - cstart[c];
     }
-    for (uint32_t r = 0; r < n; r++) region[r] = owner[comp[r]];
+    /* A region of one rule is just that rule. */
+    for (uint32_t r = 0; r < n; r++) {
+        uint32_t o = owner[comp[r]];
+        region[r] = o != UINT32_MAX && members[o] > 1 ? o : UINT32_MAX;
+    }
 out:
     xg2__free(plain);
     xg2__free(owner);
     xg2__free(size);
     xg2__free(own);
+    xg2__free(members);
     xg2__free(in_off);
     xg2__free(in_edge);
     xg2__free(src);
-    xg2__free(members);
-    xg2__free(mstart);
-    xg2__free(no_inl);
     return rc;
 }
 
@@ -230,35 +225,30 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint32_t *region, int
     uint32_t *comp = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
     uint32_t *csize = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
     uint32_t *order = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
+    uint32_t *cstart = xg2__calloc((size_t)n + 1, sizeof(uint32_t)); /* component c: order[cstart[c] .. cstart[c + 1]) */
     uint64_t *rsize = xg2__calloc(n ? n : 1, sizeof(uint64_t));
     uint8_t *comp_inlined = xg2__calloc(n ? n : 1, 1); /* per component: a dispatcher of it is inlined */
-    uint64_t *regsize = xg2__calloc(n ? n : 1, sizeof(uint64_t)); /* per region: members, then their size */
+    uint64_t *regsize = xg2__calloc(n ? n : 1, sizeof(uint64_t)); /* per region: its members' size */
     gr.self_loop = xg2__calloc(n ? n : 1, 1);
-    if (!comp || !csize || !order || !rsize || !comp_inlined || !regsize || !gr.self_loop) { rc = XG2_NOMEM(); goto out; }
+    if (!comp || !csize || !order || !cstart || !rsize || !comp_inlined || !regsize || !gr.self_loop) {
+        rc = XG2_NOMEM();
+        goto out;
+    }
     for (uint32_t r = 0; r < n; r++) {
         if (vec_push(&gr.off, gr.adj.n)) { rc = XG2_NOMEM(); goto out; }
         if ((rc = collect_refs(ir, ir->rules.a[r].body, r, 1, &gr, &gr.self_loop[r], 0))) goto out;
     }
     if (vec_push(&gr.off, gr.adj.n)) { rc = XG2_NOMEM(); goto out; }
     if ((rc = scc(&gr, n, comp, csize))) goto out;
-    /* Visit rules children-first: component ids are already in that order. */
-    {
-        /* counting sort by component */
-        uint32_t *cnt = xg2__calloc((size_t)n + 1, sizeof(uint32_t));
-        if (!cnt) { rc = XG2_NOMEM(); goto out; }
-        for (uint32_t r = 0; r < n; r++) cnt[comp[r] + 1]++;
-        for (uint32_t c = 0; c < n; c++) cnt[c + 1] += cnt[c];
-        for (uint32_t r = 0; r < n; r++) order[cnt[comp[r]]++] = r;
-        xg2__free(cnt);
-    }
+    /* Visit rules children-first: component ids are already in that order
+     * (a counting sort by component). */
+    for (uint32_t r = 0; r < n; r++) cstart[comp[r] + 1]++;
+    for (uint32_t c = 0; c < n; c++) cstart[c + 1] += cstart[c];
+    for (uint32_t r = 0; r < n; r++) order[cstart[comp[r]]++] = r;
+    memmove(cstart + 1, cstart, sizeof(uint32_t) * n); /* the fill moved each start to the next */
+    cstart[0] = 0;
     if (use_regions) {
-        if ((rc = find_regions(ir, &gr, comp, region))) goto out;
-        /* A region of one rule is just that rule. */
-        for (uint32_t r = 0; r < n; r++)
-            if (region[r] != UINT32_MAX) regsize[region[r]]++;
-        for (uint32_t r = 0; r < n; r++)
-            if (region[r] != UINT32_MAX && regsize[region[r]] == 1) region[r] = UINT32_MAX;
-        memset(regsize, 0, sizeof(uint64_t) * n);
+        if ((rc = find_regions(ir, &gr, comp, order, cstart, region))) goto out;
     } else {
         for (uint32_t r = 0; r < n; r++) region[r] = UINT32_MAX;
     }
@@ -307,6 +297,7 @@ out:
     xg2__free(comp);
     xg2__free(csize);
     xg2__free(order);
+    xg2__free(cstart);
     xg2__free(rsize);
     xg2__free(gr.self_loop);
     vec_free(&gr.off);

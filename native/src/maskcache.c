@@ -54,7 +54,6 @@ static int is_pure(const xg2_grammar *g, uint32_t s) {
     return !(g->states[s].flags & (SF_REFS | SF_REPEAT));
 }
 
-
 /* Is every string over the slice's class alive from DFA state q (with the
  * item's loop count)?  A walk of the product of the slice automaton and the
  * rule's byte edges.  Counts are not tracked, so the walk gives up when they
@@ -193,15 +192,14 @@ static int class_end_ok(const xg2_grammar *g, const xg2_slice *s, uint32_t q, co
  * suffix's first byte may follow an end. */
 static int slice_loops(const xg2_grammar *g, const xg2_vocab *v, const xg2_slice *s, uint32_t q, uint32_t count,
                        const xg2_byteset *follow, uint32_t *q1, int *ends) {
-    int q_ends;
-    if (!is_pure(g, q) || !class_end_ok(g, s, q, follow, &q_ends)) return 0;
+    if (!is_pure(g, q) || !class_end_ok(g, s, q, follow, ends)) return 0;
     uint32_t loop = g->states[q].loop >> 1;
     if (loop) {
         const xg2_loop *l = &g->loops[loop - 1];
         if (l->max >= 0 && (uint32_t)l->max - count < xg2__count_far(v)) return 0;
     }
     if (!class_target(g, s, q, count, q1)) return 0;
-    if (*q1 == q) return class_end_ok(g, s, q, follow, ends);
+    if (*q1 == q) return 1; /* (*ends already says whether q may end) */
     /* a state entered from q: counts are not followed there */
     if (loop || g->states[*q1].loop || !is_pure(g, *q1) || !class_end_ok(g, s, *q1, follow, ends)) return 0;
     uint32_t again, loops_to;
@@ -593,7 +591,6 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
                 /* a suffix starts after whole characters, where the rule may have ended */
                 w.comp[0] = (uint8_t)ends;
                 if (ends) w.cand_from = 1;
-                if (w.nest_base != XG2_NONE) w.nest_from = 0; /* the first walk left it */
                 break;
             }
             if (slice_contained(g, v, s, q0, n0)) {
