@@ -8,7 +8,9 @@
  * edges, and switches to the Earley parser below a node where the rule calls
  * another rule.  A failing byte rejects the node's subtree, unless the rule
  * could have ended earlier on the path with a byte of its FOLLOW set next: then
- * the subtree is uncertain.
+ * the subtree is uncertain.  A state that calls rules is walked nested inside
+ * each callee from its start (and over its own byte edges, if any), one walk
+ * per way in, the parser taking over at the callees' ends.
  *
  * Dense states are sped up by slices: if every string over a slice's class is
  * alive from the item's state (a product walk of the two automata), the
@@ -349,6 +351,12 @@ static uint32_t nest_item(const xg2_parser *p, uint32_t *count, uint32_t *rule, 
     return it->state;
 }
 
+/* A rule a walk can nest into from its start: a plain automaton entered at a
+ * pure state, no lookahead. */
+static int nestable(const xg2_grammar *g, uint32_t r) {
+    return g->rules[r].kind == RK_FSM && g->rules[r].lookahead < 0 && is_pure(g, g->rules[r].start);
+}
+
 /* A state that only calls one rule (no byte edges, no end): all its tokens
  * start inside that rule -- nested from depth 0, as after a push (nest_item),
  * since the item itself moves only when the callee completes.  Returns the
@@ -357,8 +365,7 @@ static uint32_t call_only(const xg2_grammar *g, uint32_t q) {
     const xg2_state *st = &g->states[q];
     if ((st->flags & (SF_BYTES | SF_FINAL | SF_REPEAT)) || st->ref_n != 1) return XG2_NONE;
     uint32_t r = g->refs_tab[st->ref_off].rule;
-    if (g->rules[r].kind != RK_FSM || g->rules[r].lookahead >= 0 || !is_pure(g, g->rules[r].start)) return XG2_NONE;
-    return r;
+    return nestable(g, r) ? r : XG2_NONE;
 }
 
 /* Walk trie t from the item's start configuration; OR accepted tokens into
@@ -531,6 +538,87 @@ static workspace *ws_get(size_t words, uint32_t depth) {
     return w;
 }
 
+/* A state with byte edges and calls of rules it can nest into (the key start of
+ * an object with declared names and extra keys, say): its tokens either begin
+ * on its own byte edges or inside one callee, so one walk per way in covers
+ * them (each exact for the paths it follows; the parser, based at the item,
+ * takes over wherever they meet).  Up to XG2_SPLIT_MAX callees (distinct,
+ * in *callees); 0 if the state is not such a state. */
+#define XG2_SPLIT_MAX 4
+static uint32_t split_callees(const xg2_grammar *g, uint32_t q, uint32_t *callees) {
+    const xg2_state *st = &g->states[q];
+    if ((st->flags & SF_REPEAT) || !(st->flags & SF_REFS)) return 0;
+    uint32_t n = 0;
+    for (uint32_t j = st->ref_off; j < st->ref_off + st->ref_n; j++) {
+        uint32_t r = g->refs_tab[j].rule, k = 0;
+        while (k < n && callees[k] != r) k++;
+        if (k < n) continue;
+        if (n == XG2_SPLIT_MAX || !nestable(g, r)) return 0;
+        callees[n++] = r;
+    }
+    return n;
+}
+
+/* One walk of the vocabulary from the item at q0 (count n0): stepping its own
+ * byte edges as a DFA (callee == XG2_NONE), or nested in `callee` from that
+ * rule's start with the parser (based at the item) taking over at the callee's
+ * ends.  Slices apply from a pure automaton state. */
+static int walk_from(const walker *base, const xg2_vocab *v, uint32_t q0, uint32_t n0, uint32_t callee,
+                     uint32_t *acc, i32vec *unc) {
+    const xg2_grammar *g = base->g;
+    walker w = *base;
+    w.comp[0] = w.cand[0] = 0;
+    const xg2_trie *t = &v->trie;
+    const xg2_byteset *follow0 = w.follow;
+    if (callee != XG2_NONE) {
+        q0 = g->rules[callee].start;
+        n0 = 0;
+        follow0 = &g->follow[callee];
+        w.earley_from = 0;
+        w.nest_from = 0;
+        w.nest_rule = w.nest_base = callee;
+    }
+    w.qs[0] = q0;
+    w.cs[0] = n0;
+    for (int k = 0; k < XG2_N_SLICES && is_pure(g, q0); k++) {
+        const xg2_slice *s = &v->slices[k];
+        if (!s->rest.nodes) continue;
+        int ends;
+        uint32_t q1;
+        /* (nested in a callee, the walk may hand over to the parser, which
+         * has seen no prefix: only for a callee that loops from its start) */
+        if (slice_loops(g, v, s, q0, n0, follow0, &q1, &ends) &&
+            !(w.nest_base != XG2_NONE && (ends || q1 != q0))) {
+            for (size_t i = 0; i < v->words; i++) acc[i] |= s->whole[i];
+            int rc = walk(&w, &s->heads, acc, unc);
+            if (rc) return rc;
+            t = &s->suffixes;
+            w.qs[0] = q1;
+            w.cs[0] = q1 == q0 ? n0 : 0;
+            /* a suffix starts after whole characters, where the rule may have ended */
+            w.comp[0] = (uint8_t)ends;
+            if (ends) w.cand_from = 1;
+            break;
+        }
+        if (slice_contained(g, v, s, q0, n0)) {
+            for (size_t i = 0; i < v->words; i++) acc[i] |= s->all[i];
+            t = &s->rest;
+            break;
+        }
+    }
+    for (int k = 0; k < XG2_N_SLICES && t == &v->trie && is_pure(g, q0); k++) {
+        const xg2_slice *s = &v->slices[k];
+        uint32_t r;
+        if (!s->rest.nodes || !slice_bounded(g, s, q0, n0, follow0, &r)) continue;
+        if (r) {
+            const uint32_t *up = s->upto + (size_t)(r - 1) * v->words;
+            for (size_t i = 0; i < v->words; i++) acc[i] |= up[i];
+        }
+        t = &s->rest;
+    }
+    return walk(&w, t, acc, unc);
+}
+
 static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_mask_entry **out) {
     size_t words = v->words;
     uint32_t depth = v->max_token_len + 2;
@@ -553,64 +641,38 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
         if ((rc = xg2__parser_reinit_local(&ws->p, it->state, it->count))) goto drop_parser;
     }
 
-    const xg2_trie *t = &v->trie;
-    /* The automaton the walk steps from the start: the item's own, or that of
-     * the one rule the item calls (the item then nests it from depth 0, and
-     * what follows the callee's ends is that rule's FOLLOW set). */
-    uint32_t q0 = it->state, n0 = it->count, callee;
-    const xg2_byteset *follow0 = w.follow;
-    int stepped = is_pure(g, q0);
-    if (!stepped) {
+    /* The walks: the item's own automaton from a pure state; nested in the one
+     * rule a state only calls (what follows the callee's ends is that rule's
+     * FOLLOW set); split over the ways into a state with bytes and calls; else
+     * the Earley parser from the start. */
+    uint32_t q0 = it->state, callees[XG2_SPLIT_MAX], n_split;
+    if (is_pure(g, q0)) {
+        rc = walk_from(&w, v, q0, it->count, XG2_NONE, acc, &ws->unc);
+    } else if ((callees[0] = call_only(g, q0)) != XG2_NONE) {
+        rc = walk_from(&w, v, q0, it->count, callees[0], acc, &ws->unc);
+    } else if ((n_split = split_callees(g, q0, callees))) {
+        if (g->states[q0].flags & SF_BYTES) rc = walk_from(&w, v, q0, it->count, XG2_NONE, acc, &ws->unc);
+        for (uint32_t k = 0; k < n_split && !rc; k++)
+            if (!(rc = xg2__parser_reinit_local(&ws->p, q0, it->count)))
+                rc = walk_from(&w, v, q0, it->count, callees[k], acc, &ws->unc);
+        if (!rc && ws->unc.n > 1) { /* the walks' lists, merged into one in trie order */
+            int32_t *tmp = xg2__malloc(sizeof(int32_t) * ws->unc.n);
+            if (!tmp) { rc = XG2_NOMEM(); goto drop_parser; }
+            xg2__vocab_sort_ids(v, ws->unc.a, tmp, ws->unc.n);
+            xg2__free(tmp);
+            uint32_t m = 0;
+            for (uint32_t j = 0; j < ws->unc.n; j++) {
+                uint32_t id = (uint32_t)ws->unc.a[j];
+                if (!((acc[id >> 5] >> (id & 31)) & 1) && (!m || ws->unc.a[m - 1] != ws->unc.a[j]))
+                    ws->unc.a[m++] = ws->unc.a[j];
+            }
+            ws->unc.n = m;
+        }
+    } else {
         w.earley_from = 0;
-        if ((callee = call_only(g, q0)) != XG2_NONE) {
-            q0 = g->rules[callee].start;
-            n0 = 0;
-            follow0 = &g->follow[callee];
-            w.nest_from = 0;
-            w.nest_rule = w.nest_base = callee;
-            stepped = 1;
-        }
+        rc = walk(&w, &v->trie, acc, &ws->unc);
     }
-    if (stepped) {
-        w.qs[0] = q0;
-        w.cs[0] = n0;
-        for (int k = 0; k < XG2_N_SLICES; k++) {
-            const xg2_slice *s = &v->slices[k];
-            if (!s->rest.nodes) continue;
-            int ends;
-            uint32_t q1;
-            /* (nested in a callee, the walk may hand over to the parser, which
-             * has seen no prefix: only for a callee that loops from its start) */
-            if (slice_loops(g, v, s, q0, n0, follow0, &q1, &ends) &&
-                !(w.nest_base != XG2_NONE && (ends || q1 != q0))) {
-                for (size_t i = 0; i < words; i++) acc[i] |= s->whole[i];
-                if ((rc = walk(&w, &s->heads, acc, &ws->unc))) goto drop_parser;
-                t = &s->suffixes;
-                w.qs[0] = q1;
-                w.cs[0] = q1 == q0 ? n0 : 0;
-                /* a suffix starts after whole characters, where the rule may have ended */
-                w.comp[0] = (uint8_t)ends;
-                if (ends) w.cand_from = 1;
-                break;
-            }
-            if (slice_contained(g, v, s, q0, n0)) {
-                for (size_t i = 0; i < words; i++) acc[i] |= s->all[i];
-                t = &s->rest;
-                break;
-            }
-        }
-        for (int k = 0; k < XG2_N_SLICES && t == &v->trie; k++) {
-            const xg2_slice *s = &v->slices[k];
-            uint32_t r;
-            if (!s->rest.nodes || !slice_bounded(g, s, q0, n0, follow0, &r)) continue;
-            if (r) {
-                const uint32_t *up = s->upto + (size_t)(r - 1) * words;
-                for (size_t i = 0; i < words; i++) acc[i] |= up[i];
-            }
-            t = &s->rest;
-        }
-    }
-    if ((rc = walk(&w, t, acc, &ws->unc))) goto drop_parser;
+    if (rc) goto drop_parser;
 
     xg2_mask_entry *e = xg2__calloc(1, sizeof *e);
     if (!e) return XG2_NOMEM();

@@ -189,6 +189,30 @@ def test_right_linear_string_masks_match_matcher(deepseek, mistral, case):
             check_instance(vocab, schema, inst, [9, case, j], f"region {case}.{j}")
 
 
+# Key states that both scan bytes and call rules: declared names beside free extra
+# keys (any string but those names); keys of two long patterns beside a declared name.  Their masks
+# come from one walk per way in (the state's own bytes, then each callee from its
+# start), merged; the parser, based at the key state, takes over where they meet.
+SPLITS = [
+    ({"type": "object", "properties": {"concurrent": {"type": "boolean"}, "chunkSize": {"type": "number"}},
+      "additionalProperties": {"type": ["string", "array"]}},
+     [{"concurrent": True, "chunkSize": 3, "*.js": "eslint --fix", "c": ["x"], "concurrently": "a b"}]),
+    ({"type": "object", "properties": {"ID": {"type": "integer"}},
+      "patternProperties": {"^[a-z][a-z0-9_]{1,80}$": {"type": "string"}, "^[0-9][0-9a-f]{1,80}$": {"type": "boolean"}},
+      "additionalProperties": False},
+     [{"ID": 1, "ids": "x", "42": True, "0ff": False}, {"007": False, "i_d": "y"}]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(SPLITS)))
+def test_split_key_masks_match_matcher(deepseek, mistral, case):
+    schema, instances = SPLITS[case]
+    assert all(jsonschema.Draft202012Validator(schema).is_valid(x) for x in instances)
+    for vocab in (deepseek, mistral):
+        for j, inst in enumerate(instances):
+            check_instance(vocab, schema, inst, [10, case, j], f"split {case}.{j}")
+
+
 def test_masks_hold_when_the_cache_evicts(deepseek):
     # A 32 KiB limit holds about one vocabulary-wide mask: entries are evicted and
     # recomputed between fills, and every mask must stay exact.
