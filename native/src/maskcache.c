@@ -85,8 +85,12 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, const xg2_s
         uint32_t a = stack_a[sp], r = stack_q[sp];
         if (!(g->states[r].flags & SF_BYTES)) { ok = 0; goto done; }
         const int32_t *row = s->dfa + 256 * a;
+        const uint8_t *cm = g->classmaps + g->states[r].cls;
         for (int c = 0; c < 256; c++) {
             if (row[c] < 0) continue;
+            /* a byte in the same slice and grammar classes as the one before
+             * leads where that one did (loop first sets aside) */
+            if (c && row[c] == row[c - 1] && cm[c] == cm[c - 1] && !g->n_loops) continue;
             uint32_t t = xg2__step(g, r, (uint8_t)c);
             if (t == XG2_NONE) { ok = 0; goto done; }
             uint32_t lr = g->states[r].loop, lt = g->states[t].loop;
@@ -124,8 +128,12 @@ static int class_target(const xg2_grammar *g, const xg2_slice *s, uint32_t q, ui
         sp--;
         uint32_t a = sa[sp], r = sq[sp];
         const int32_t *row = s->dfa + 256 * a;
+        const uint8_t *cm = g->classmaps + g->states[r].cls;
         for (int c = 0; c < 256; c++) {
             if (row[c] < 0) continue;
+            /* a byte in the same slice and grammar classes as the one before
+             * leads where that one did (loop first sets aside) */
+            if (c && row[c] == row[c - 1] && cm[c] == cm[c - 1] && !g->n_loops) continue;
             uint32_t t = xg2__step(g, r, (uint8_t)c);
             if (t == XG2_NONE) return 0;
             if (g->n_loops && xg2__loop_step(g, r, t, (uint8_t)c, count) == UINT32_MAX) return 0;
@@ -319,7 +327,7 @@ typedef struct {
 
 /* One DFA step of an item at q with loop count `count` on byte c: 1 with the
  * target state and count, or 0 if the byte (or a counted loop) refuses it. */
-static int item_step(const xg2_grammar *g, uint32_t q, uint32_t count, uint8_t c, uint32_t *s, uint32_t *n) {
+static inline __attribute__((always_inline)) int item_step(const xg2_grammar *g, uint32_t q, uint32_t count, uint8_t c, uint32_t *s, uint32_t *n) {
     *s = xg2__step(g, q, c);
     *n = 0;
     if (*s != XG2_NONE && g->n_loops) *n = xg2__loop_step(g, q, *s, c, count);
