@@ -45,6 +45,7 @@ void xg2__ir_free(xg2_ir *ir) {
     vec_free(&ir->bytes);
     vec_free(&ir->names);
     vec_free(&ir->rules);
+    xg2__free(ir->name_tab);
 }
 
 uint32_t xg2__ir_empty(xg2_ir *ir) { (void)ir; return 0; }
@@ -106,11 +107,57 @@ uint32_t xg2__ir_macro(xg2_ir *ir, const char *name, uint32_t n_args) {
     return add_expr(ir, e);
 }
 
-int32_t xg2__ir_find_rule(const xg2_ir *ir, const char *name, size_t len) {
-    for (uint32_t i = 0; i < ir->rules.n; i++) {
-        const char *s = xg2__ir_name(ir, i);
-        if (strlen(s) == len && memcmp(s, name, len) == 0) return (int32_t)i;
+/* ---- rule names ---- */
+
+static uint32_t name_hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+static int name_is(const xg2_ir *ir, uint32_t r, const char *name, size_t len) {
+    const char *s = xg2__ir_name(ir, r);
+    return memcmp(s, name, len) == 0 && s[len] == 0;
+}
+
+/* Bring the name table up to date (grammars with thousands of rules look
+ * names up once per reference).  Returns 0 on allocation failure. */
+static int index_names(xg2_ir *ir) {
+    uint32_t n = ir->rules.n;
+    if (!ir->name_cap || (uint64_t)n * 2 > ir->name_cap) {
+        uint32_t cap = ir->name_cap ? ir->name_cap : 64;
+        while ((uint64_t)n * 2 > cap) cap *= 2;
+        uint32_t *tab = xg2__calloc(cap, sizeof(uint32_t));
+        if (!tab) return 0;
+        xg2__free(ir->name_tab);
+        ir->name_tab = tab;
+        ir->name_cap = cap;
+        ir->name_indexed = 0;
     }
+    for (uint32_t r = ir->name_indexed; r < n; r++) {
+        const char *s = xg2__ir_name(ir, r);
+        uint32_t i = name_hash(s, strlen(s)) & (ir->name_cap - 1);
+        while (ir->name_tab[i]) i = (i + 1) & (ir->name_cap - 1);
+        ir->name_tab[i] = r + 1;
+    }
+    ir->name_indexed = n;
+    return 1;
+}
+
+/* Forget the index (rules were renumbered). */
+static void unindex_names(xg2_ir *ir) {
+    if (ir->name_tab) memset(ir->name_tab, 0, sizeof(uint32_t) * ir->name_cap);
+    ir->name_indexed = 0;
+}
+
+int32_t xg2__ir_find_rule(xg2_ir *ir, const char *name, size_t len) {
+    if (!index_names(ir)) { /* no memory for the index: scan */
+        for (uint32_t r = 0; r < ir->rules.n; r++)
+            if (name_is(ir, r, name, len)) return (int32_t)r;
+        return -1;
+    }
+    for (uint32_t i = name_hash(name, len) & (ir->name_cap - 1); ir->name_tab[i]; i = (i + 1) & (ir->name_cap - 1))
+        if (name_is(ir, ir->name_tab[i] - 1, name, len)) return (int32_t)(ir->name_tab[i] - 1);
     return -1;
 }
 
@@ -415,6 +462,7 @@ static int drop_unreachable(xg2_ir *ir) {
     ir->rules.a = nr;
     ir->rules.n = ir->rules.cap = k;
     ir->root = 0;
+    unindex_names(ir);
 out:
     xg2__free(seen);
     xg2__free(map);

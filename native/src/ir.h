@@ -72,6 +72,8 @@ typedef struct {
     VEC(xg2_rule_ir) rules;
     uint32_t root;
     uint32_t n_defs; /* definitions seen, for xg2_rule_ir.def */
+    uint32_t *name_tab;              /* rule id + 1 by name hash (open addressing), 0 = empty */
+    uint32_t name_cap, name_indexed; /* table size (a power of two); rules [0, name_indexed) are in it */
     int err;         /* sticky XG2_ERR_NOMEM */
 } xg2_ir;
 
@@ -93,7 +95,7 @@ XG2_HIDDEN uint32_t xg2__ir_macro(xg2_ir *ir, const char *name, uint32_t n_args)
 /* Rules by name: returns the id, adding an undefined rule on first mention. */
 XG2_HIDDEN uint32_t xg2__ir_rule_id(xg2_ir *ir, const char *name, size_t len, uint32_t line,
                                     uint32_t col);
-XG2_HIDDEN int32_t xg2__ir_find_rule(const xg2_ir *ir, const char *name, size_t len);
+XG2_HIDDEN int32_t xg2__ir_find_rule(xg2_ir *ir, const char *name, size_t len);
 XG2_HIDDEN uint32_t xg2__ir_new_rule(xg2_ir *ir, const char *base, uint32_t body);
 static inline const char *xg2__ir_name(const xg2_ir *ir, uint32_t rule) {
     return ir->names.a + ir->rules.a[rule].name;
