@@ -376,6 +376,26 @@ static uint32_t call_only(const xg2_grammar *g, uint32_t q) {
     return nestable(g, r) ? r : XG2_NONE;
 }
 
+/* A state whose only move is a call of a plain rule right before the end of
+ * its own rule (a tail call, as between the states of a long pattern written
+ * one rule per state): the caller ends exactly when the callee does, so a walk
+ * may go on in the callee's automaton as if it were the caller's.  Returns the
+ * callee's start (following tail calls, a bounded number), or s itself. */
+static uint32_t through_tail_calls(const xg2_grammar *g, uint32_t s) {
+    for (int k = 0; k < 64; k++) {
+        const xg2_state *st = &g->states[s];
+        if ((st->flags & (SF_BYTES | SF_FINAL | SF_REPEAT)) || st->ref_n != 1 || st->loop ||
+            g->rules[st->rule].lookahead >= 0)
+            return s;
+        const xg2_ref *e = &g->refs_tab[st->ref_off];
+        const xg2_state *after = &g->states[e->to];
+        const xg2_rule *r = &g->rules[e->rule];
+        if (after->flags != SF_FINAL || after->loop || r->kind != RK_FSM || r->lookahead >= 0) return s;
+        s = r->start;
+    }
+    return s;
+}
+
 /* Walk trie t from the item's start configuration; OR accepted tokens into
  * acc, append uncertain ones to unc. */
 typedef VEC(int32_t) i32vec;
@@ -411,7 +431,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             int handover = at_end && !w->nest_root && byteset_has(&g->follow[w->nest_rule], c);
             if (!handover && !item_step(g, q, w->cs[d - 1], c, &s, &n)) {
                 alive = 0;
-            } else if (!handover && is_pure(g, s)) {
+            } else if (!handover && (is_pure(g, s) || is_pure(g, s = through_tail_calls(g, s)))) {
                 alive = 1;
                 w->qs[d] = s;
                 w->cs[d] = n;
@@ -436,6 +456,10 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             uint32_t s, n;
             alive = item_step(g, w->qs[d - 1], w->cs[d - 1], c, &s, &n);
             if (alive) {
+                if (!is_pure(g, s)) {
+                    uint32_t t = through_tail_calls(g, s);
+                    if (t != s) { s = t; n = 0; }
+                }
                 if (is_pure(g, s)) {
                     w->qs[d] = s;
                     w->cs[d] = n;

@@ -720,4 +720,26 @@ _add(GrammarCase(
     closers=('"', ",", "]", "-", "1", '",', "],"),
 ))
 
+# Tail calls between rules that stay rules: "tail" ends two rules (so it joins
+# neither's automaton), and all three are too big to inline.  Mask walks step on
+# from a caller's automaton into the callee's as if it were the caller's (the
+# caller ends exactly when the callee does).
+_TAIL_WORDS = [f"{a}{b}{c}{'x' * (k % 5)}{k}" for k, (a, b, c) in enumerate(
+    (a, b, c) for a in "bdfkmnprst" for b in "aeiou" for c in "lr")]
+_TAIL_ALT = "(" + " | ".join(f'"{w}"' for w in _TAIL_WORDS) + ")"
+TAIL_CALLS_EBNF = f"""
+root ::= "[" letters "|" digits "]"
+letters ::= ([a-c] | {_TAIL_ALT})* "-" tail
+digits ::= ([0-9] | {_TAIL_ALT})* "+" tail
+tail ::= {_TAIL_ALT}* ("." | "")
+"""
+_TAIL_RX = "(?:" + "|".join(_TAIL_WORDS) + ")"
+TAIL_CALLS_RE = rf"\[(?:[a-c]|{_TAIL_RX})*-{_TAIL_RX}*\.?\|(?:[0-9]|{_TAIL_RX})*\+{_TAIL_RX}*\.?\]"
+_add(GrammarCase(
+    "tail_calls", TAIL_CALLS_EBNF,
+    ["[abc-bal0.|12+barx1pilxxxx64]", "[-|+]", "[arerxxx73-turxxxx99|9tal90+.]"],
+    *_rx(TAIL_CALLS_RE),
+    closers=("]", "|", ".", "+", "-"),
+))
+
 GRAMMAR_NAMES = list(CASES)
