@@ -400,11 +400,66 @@ static uint32_t through_tail_calls(const xg2_grammar *g, uint32_t s) {
  * acc, append uncertain ones to unc. */
 typedef VEC(int32_t) i32vec;
 
+/* The walk in plain DFA mode (no parser, no nesting), node by node for as long
+ * as each step lands in a pure state outside counted loops -- most of a dense
+ * walk -- with less bookkeeping than walk() below.  Returns the first node
+ * that needs walk()'s general step, or the end. */
+static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc, i32vec *unc, int *rc) {
+    const xg2_grammar *g = w->g;
+    const xg2_state *states = g->states;
+    const uint32_t *trans = g->trans;
+    const uint8_t *cmaps = g->classmaps;
+    const xg2_trie_node *nodes = t->nodes;
+    const int32_t *ids = t->ids;
+    uint32_t *qs = w->qs, *cs = w->cs, cand_from = w->cand_from;
+    uint8_t *cand = w->cand, *comp = w->comp;
+    while (i < t->n_nodes) {
+        const xg2_trie_node *nd = &nodes[i];
+        uint32_t d = nd->depth;
+        uint8_t c = nd->byte;
+        const xg2_state *sq = &states[qs[d - 1]];
+        uint32_t s = trans[sq->row + cmaps[sq->cls + c]];
+        uint8_t cd = cand[d - 1] || (d >= cand_from && comp[d - 1] && byteset_has(w->follow, c));
+        if (s == XG2_NONE) {
+            if (cd)
+                for (uint32_t k = nd->tok_begin; k < nd->tok_end; k++)
+                    if (vec_push(unc, ids[k])) { *rc = XG2_NOMEM(); return i; }
+            i += nd->subtree;
+            continue;
+        }
+        const xg2_state *ss = &states[s];
+        if (ss->flags & (SF_REFS | SF_REPEAT)) {
+            uint32_t t2 = through_tail_calls(g, s);
+            if (t2 == s) return i;
+            ss = &states[s = t2];
+            if (ss->flags & (SF_REFS | SF_REPEAT)) return i;
+        }
+        if (sq->loop || ss->loop) return i;
+        w->path[d] = c;
+        qs[d] = s;
+        cs[d] = 0;
+        comp[d] = ss->flags & SF_FINAL;
+        cand[d] = cd;
+        for (uint32_t k = nd->tok_begin; k < (uint32_t)nd->tok_begin + nd->tok_count; k++) {
+            uint32_t id = (uint32_t)ids[k];
+            acc[id >> 5] |= 1u << (id & 31);
+        }
+        i++;
+    }
+    return i;
+}
+
 static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
     const xg2_grammar *g = w->g;
     const xg2_trie_node *nodes = t->nodes;
     uint32_t pushed = 0; /* parser pushes since earley_from */
     for (uint32_t i = 1; i < t->n_nodes;) {
+        if (w->earley_from == UINT32_MAX && w->nest_from == UINT32_MAX && w->nest_base == XG2_NONE) {
+            int rc = XG2_OK;
+            i = dfa_run(w, t, i, acc, unc, &rc);
+            if (rc) return rc;
+            if (i >= t->n_nodes) break;
+        }
         const xg2_trie_node *nd = &nodes[i];
         uint32_t d = nd->depth; /* the node's depth; its parent is at d - 1 */
         uint8_t c = nd->byte;
