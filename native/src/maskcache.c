@@ -401,7 +401,7 @@ static uint32_t through_tail_calls(const xg2_grammar *g, uint32_t s) {
 typedef VEC(int32_t) i32vec;
 
 /* The walk in plain DFA mode (no parser, no nesting), node by node for as long
- * as each step lands in a pure state outside counted loops -- most of a dense
+ * as each step lands in a pure state (tail calls followed) -- most of a dense
  * walk -- with less bookkeeping than walk() below.  Returns the first node
  * that needs walk()'s general step, or the end. */
 static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc, i32vec *unc, int *rc) {
@@ -417,28 +417,33 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
         const xg2_trie_node *nd = &nodes[i];
         uint32_t d = nd->depth;
         uint8_t c = nd->byte;
-        const xg2_state *sq = &states[qs[d - 1]];
+        uint32_t q = qs[d - 1], n = 0;
+        const xg2_state *sq = &states[q];
         uint32_t s = trans[sq->row + cmaps[sq->cls + c]];
         uint8_t cd = cand[d - 1] || (d >= cand_from && comp[d - 1] && byteset_has(w->follow, c));
-        if (s == XG2_NONE) {
+        const xg2_state *ss = NULL;
+        if (s != XG2_NONE) {
+            ss = &states[s];
+            if (sq->loop | ss->loop) n = xg2__loop_step(g, q, s, c, cs[d - 1]);
+            if (n != UINT32_MAX && (ss->flags & (SF_REFS | SF_REPEAT))) {
+                uint32_t t2 = through_tail_calls(g, s);
+                if (t2 == s) return i;
+                ss = &states[s = t2];
+                n = 0;
+                if (ss->flags & (SF_REFS | SF_REPEAT)) return i;
+            }
+        }
+        if (s == XG2_NONE || n == UINT32_MAX) {
             if (cd)
                 for (uint32_t k = nd->tok_begin; k < nd->tok_end; k++)
                     if (vec_push(unc, ids[k])) { *rc = XG2_NOMEM(); return i; }
             i += nd->subtree;
             continue;
         }
-        const xg2_state *ss = &states[s];
-        if (ss->flags & (SF_REFS | SF_REPEAT)) {
-            uint32_t t2 = through_tail_calls(g, s);
-            if (t2 == s) return i;
-            ss = &states[s = t2];
-            if (ss->flags & (SF_REFS | SF_REPEAT)) return i;
-        }
-        if (sq->loop || ss->loop) return i;
         w->path[d] = c;
         qs[d] = s;
-        cs[d] = 0;
-        comp[d] = ss->flags & SF_FINAL;
+        cs[d] = n;
+        comp[d] = (ss->flags & SF_FINAL) && xg2__loop_may_end(g, s, n);
         cand[d] = cd;
         for (uint32_t k = nd->tok_begin; k < (uint32_t)nd->tok_begin + nd->tok_count; k++) {
             uint32_t id = (uint32_t)ids[k];
