@@ -8,9 +8,11 @@
  * edges, and switches to the Earley parser below a node where the rule calls
  * another rule.  A failing byte rejects the node's subtree, unless the rule
  * could have ended earlier on the path with a byte of its FOLLOW set next: then
- * the subtree is uncertain.  A state that calls rules is walked nested inside
- * each callee from its start (and over its own byte edges, if any), one walk
- * per way in, the parser taking over at the callees' ends.
+ * the subtree is uncertain.  Rule calls that stay within one level below the
+ * item's rule (tail calls chained any depth) are stepped as an NFA over the
+ * automata involved, a set of configurations per depth; other states that call
+ * rules are walked nested inside each callee from its start (and over their own
+ * byte edges), one walk per way in, the parser taking over at the callees' ends.
  *
  * Dense states are sped up by slices: if every string over a slice's class is
  * alive from the item's state (a product walk of the two automata), the
@@ -323,7 +325,14 @@ typedef struct {
     uint8_t *path;       /* path[d]: the byte into depth d */
     const xg2_byteset *follow;
     uint32_t cand_from;   /* shallowest depth whose byte may follow an end of the root rule */
+    /* Call sets (see set_add): below set_from the walk steps a set of
+     * configurations per depth, expanded from set_entry (count set_entry_n) */
+    uint32_t set_from, set_entry, set_entry_n;
+    uint32_t *set_q, *set_n, *set_r; /* depth d: set_q[d * XG2_SET_MAX + j], j < set_size[d] */
+    uint32_t *set_size;
 } walker;
+
+#define XG2_SET_MAX 64
 
 /* One DFA step of an item at q with loop count `count` on byte c: 1 with the
  * target state and count, or 0 if the byte (or a counted loop) refuses it. */
@@ -400,6 +409,103 @@ static uint32_t through_tail_calls(const xg2_grammar *g, uint32_t s) {
  * acc, append uncertain ones to unc. */
 typedef VEC(int32_t) i32vec;
 
+static __thread uint32_t set_stamp, h_stamp[4 * XG2_SET_MAX], h_q[4 * XG2_SET_MAX], h_n[4 * XG2_SET_MAX],
+    h_r[4 * XG2_SET_MAX];
+
+/* Rule calls as epsilon moves, one level deep.  A configuration is a state, its
+ * loop count and where its rule returns to: XG2_NONE for the root item's own
+ * rule (an end there ends the root), or the state after a call in the root's
+ * rule.  A rule called right before the end of its caller's rule (a tail call)
+ * returns where its caller does, so chains of tail calls -- a long pattern
+ * written one rule per state, optional properties each skipping to the next --
+ * step as one NFA; a call elsewhere is followed one level down.  Adds (s, n,
+ * ret) to the set at depth d, with the starts of the rules s calls and, at an
+ * end, the state it returns to; 0 if that needs the parser (a second level of
+ * calls, a counted rule, a lookahead, a call inside a counted loop) or the set
+ * outgrows XG2_SET_MAX. */
+static int set_add(walker *w, uint32_t d, uint32_t s, uint32_t n, uint32_t ret, int budget) {
+    const xg2_grammar *g = w->g;
+    const xg2_state *st = &g->states[s];
+    if ((st->flags & SF_REPEAT) || !budget) return 0;
+    if (st->flags & SF_REFS) {
+        if (st->loop || g->rules[st->rule].lookahead >= 0) return 0;
+        for (uint32_t j = st->ref_off; j < st->ref_off + st->ref_n; j++) {
+            const xg2_state *after = &g->states[g->refs_tab[j].to];
+            const xg2_rule *r = &g->rules[g->refs_tab[j].rule];
+            if (r->kind != RK_FSM || r->lookahead >= 0 || after->loop) return 0;
+            if (after->flags != SF_FINAL && ret != XG2_NONE) return 0;
+        }
+    }
+    if ((st->flags & SF_BYTES) || ((st->flags & SF_FINAL) && ret == XG2_NONE)) {
+        /* (seen in this set: a per-thread table stamped per set, so never cleared) */
+        uint32_t h = (uint32_t)xg2__mix64(xg2__mix64(s, n), ret) & (4 * XG2_SET_MAX - 1);
+        while (h_stamp[h] == set_stamp && !(h_q[h] == s && h_n[h] == n && h_r[h] == ret))
+            h = (h + 1) & (4 * XG2_SET_MAX - 1);
+        if (h_stamp[h] == set_stamp) return 1; /* (and so is all it leads to) */
+        uint32_t k = w->set_size[d];
+        if (k == XG2_SET_MAX) return 0;
+        h_stamp[h] = set_stamp;
+        h_q[h] = s;
+        h_n[h] = n;
+        h_r[h] = ret;
+        w->set_q[(size_t)d * XG2_SET_MAX + k] = s;
+        w->set_n[(size_t)d * XG2_SET_MAX + k] = n;
+        w->set_r[(size_t)d * XG2_SET_MAX + k] = ret;
+        w->set_size[d] = k + 1;
+    }
+    if ((st->flags & SF_FINAL) && ret != XG2_NONE && xg2__loop_may_end(g, s, n) &&
+        !set_add(w, d, ret, 0, XG2_NONE, budget - 1))
+        return 0;
+    if (st->flags & SF_REFS)
+        for (uint32_t j = st->ref_off; j < st->ref_off + st->ref_n; j++) {
+            uint32_t to = g->refs_tab[j].to;
+            uint32_t back = g->states[to].flags == SF_FINAL ? ret : to; /* a tail call returns where s does */
+            if (!set_add(w, d, g->rules[g->refs_tab[j].rule].start, 0, back, budget - 1)) return 0;
+        }
+    return 1;
+}
+
+static void set_begin(walker *w, uint32_t d) {
+    w->set_size[d] = 0;
+    if (++set_stamp == 0) {
+        memset(h_stamp, 0, sizeof h_stamp);
+        set_stamp = 1;
+    }
+}
+
+/* Whether the set at depth d may end the root. */
+static uint8_t set_ends(const walker *w, uint32_t d) {
+    for (uint32_t j = 0; j < w->set_size[d]; j++) {
+        size_t k = (size_t)d * XG2_SET_MAX + j;
+        if (w->set_r[k] == XG2_NONE && ends_rule(w->g, w->set_q[k], w->set_n[k])) return 1;
+    }
+    return 0;
+}
+
+/* The set at depth d from s (count n) in the root's rule: 1 if every state in
+ * it can be stepped (see set_add), with comp[d] set. */
+static int set_start(walker *w, uint32_t d, uint32_t s, uint32_t n) {
+    set_begin(w, d);
+    if (!set_add(w, d, s, n, XG2_NONE, 64)) return 0;
+    w->comp[d] = set_ends(w, d);
+    return 1;
+}
+
+/* One step of the set at depth d - 1 on byte c into depth d: 1 done (alive if
+ * the set at d is not empty), 0 if the parser is needed. */
+static int set_step(walker *w, uint32_t d, uint8_t c) {
+    const xg2_grammar *g = w->g;
+    size_t base = (size_t)(d - 1) * XG2_SET_MAX;
+    set_begin(w, d);
+    for (uint32_t j = 0; j < w->set_size[d - 1]; j++) {
+        uint32_t s, n;
+        if (!item_step(g, w->set_q[base + j], w->set_n[base + j], c, &s, &n)) continue;
+        if (!set_add(w, d, s, n, w->set_r[base + j], 64)) return 0;
+    }
+    w->comp[d] = set_ends(w, d);
+    return 1;
+}
+
 /* The walk in plain DFA mode (no parser, no nesting), node by node for as long
  * as each step lands in a pure state (tail calls followed) -- most of a dense
  * walk -- with less bookkeeping than walk() below.  Returns the first node
@@ -459,7 +565,8 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
     const xg2_trie_node *nodes = t->nodes;
     uint32_t pushed = 0; /* parser pushes since earley_from */
     for (uint32_t i = 1; i < t->n_nodes;) {
-        if (w->earley_from == UINT32_MAX && w->nest_from == UINT32_MAX && w->nest_base == XG2_NONE) {
+        if (w->earley_from == UINT32_MAX && w->nest_from == UINT32_MAX && w->nest_base == XG2_NONE &&
+            w->set_from == UINT32_MAX) {
             int rc = XG2_OK;
             i = dfa_run(w, t, i, acc, unc, &rc);
             if (rc) return rc;
@@ -484,7 +591,23 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
                 pushed = d - 1 - w->earley_from;
             }
         }
+        if (w->set_from != UINT32_MAX && d - 1 < w->set_from) w->set_from = UINT32_MAX;
         int alive = -1;
+        if (w->nest_from == UINT32_MAX && w->earley_from == UINT32_MAX && w->set_from != UINT32_MAX) {
+            if (set_step(w, d, c)) {
+                alive = w->set_size[d] > 0;
+            } else { /* the parser takes over from the set's entry, given the bytes since */
+                int rc = xg2__parser_reinit_local(w->p, w->set_entry, w->set_entry_n);
+                if (rc) return rc;
+                for (uint32_t k = w->set_from + 1; k < d; k++) {
+                    int r = xg2__parser_push(w->p, w->path[k]);
+                    if (r < 0) return -r;
+                    if (!r) return xg2__fail(XG2_ERR_INTERNAL, "tail-call walk and parser disagree");
+                }
+                w->earley_from = d - 1;
+                pushed = 0;
+            }
+        }
         if (w->nest_from != UINT32_MAX) { /* a lone item inside a called rule */
             uint32_t q = w->qs[d - 1], s, n;
             int at_end = ends_rule(g, q, w->cs[d - 1]);
@@ -524,6 +647,11 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
                     w->qs[d] = s;
                     w->cs[d] = n;
                     w->comp[d] = (g->states[s].flags & SF_FINAL) && xg2__loop_may_end(g, s, n);
+                } else if (set_start(w, d, s, n)) {
+                    w->set_from = d;
+                    w->set_entry = s;
+                    w->set_entry_n = n;
+                    alive = w->set_size[d] > 0;
                 } else {
                     int rc = xg2__parser_reinit_local(w->p, s, 0);
                     if (rc) return rc;
@@ -565,6 +693,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
     }
     if (w->earley_from != UINT32_MAX && pushed) xg2__parser_pop(w->p, pushed);
     w->nest_from = UINT32_MAX;
+    w->set_from = UINT32_MAX;
     return XG2_OK;
 }
 
@@ -575,6 +704,7 @@ typedef struct {
     size_t words;
     uint32_t *qs, *cs;
     uint8_t *cand, *comp, *path;
+    uint32_t *set_q, *set_n, *set_r, *set_size;
     uint32_t depth;
     xg2_parser p;
     int have_p;
@@ -593,6 +723,10 @@ static void ws_free(void *x) {
     xg2__free(w->cand);
     xg2__free(w->comp);
     xg2__free(w->path);
+    xg2__free(w->set_q);
+    xg2__free(w->set_n);
+    xg2__free(w->set_r);
+    xg2__free(w->set_size);
     if (w->have_p) xg2__parser_free(&w->p);
     vec_free(&w->unc);
     xg2__free(w);
@@ -624,7 +758,15 @@ static workspace *ws_get(size_t words, uint32_t depth) {
         if (comp) w->comp = comp;
         uint8_t *path = xg2__realloc(w->path, depth);
         if (path) w->path = path;
-        if (!qs || !cs || !cand || !comp || !path) return NULL;
+        uint32_t *set_q = xg2__realloc(w->set_q, sizeof(uint32_t) * XG2_SET_MAX * depth);
+        if (set_q) w->set_q = set_q;
+        uint32_t *set_n = xg2__realloc(w->set_n, sizeof(uint32_t) * XG2_SET_MAX * depth);
+        if (set_n) w->set_n = set_n;
+        uint32_t *set_r = xg2__realloc(w->set_r, sizeof(uint32_t) * XG2_SET_MAX * depth);
+        if (set_r) w->set_r = set_r;
+        uint32_t *set_size = xg2__realloc(w->set_size, sizeof(uint32_t) * depth);
+        if (set_size) w->set_size = set_size;
+        if (!qs || !cs || !cand || !comp || !path || !set_q || !set_n || !set_r || !set_size) return NULL;
         w->depth = depth;
     }
     return w;
@@ -724,7 +866,9 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     ws->unc.n = 0;
     walker w = {.g = g, .p = &ws->p, .earley_from = UINT32_MAX, .nest_from = UINT32_MAX, .nest_base = XG2_NONE, .qs = ws->qs,
                 .cs = ws->cs, .cand = ws->cand, .comp = ws->comp, .path = ws->path,
-                .follow = &g->follow[g->states[it->state].rule], .cand_from = 2};
+                .follow = &g->follow[g->states[it->state].rule], .cand_from = 2,
+                .set_from = UINT32_MAX, .set_q = ws->set_q, .set_n = ws->set_n, .set_r = ws->set_r,
+                .set_size = ws->set_size};
     if (!ws->have_p) {
         if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) return rc;
         ws->have_p = 1;
@@ -742,6 +886,11 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
         rc = walk_from(&w, v, q0, it->count, XG2_NONE, acc, &ws->unc);
     } else if ((callees[0] = call_only(g, q0)) != XG2_NONE) {
         rc = walk_from(&w, v, q0, it->count, callees[0], acc, &ws->unc);
+    } else if (set_start(&w, 0, q0, it->count)) { /* calls stepped as one NFA (see set_add) */
+        w.set_from = 0;
+        w.set_entry = q0;
+        w.set_entry_n = it->count;
+        rc = walk(&w, &v->trie, acc, &ws->unc);
     } else if ((n_split = split_callees(g, q0, callees))) {
         if (g->states[q0].flags & SF_BYTES) rc = walk_from(&w, v, q0, it->count, XG2_NONE, acc, &ws->unc);
         for (uint32_t k = 0; k < n_split && !rc; k++)
