@@ -879,18 +879,14 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
 
     /* The walks: the item's own automaton from a pure state; nested in the one
      * rule a state only calls (what follows the callee's ends is that rule's
-     * FOLLOW set); split over the ways into a state with bytes and calls; else
-     * the Earley parser from the start. */
+     * FOLLOW set); split over the ways into a state with bytes and calls (the
+     * callees' walks take slices); calls stepped as an NFA; else the Earley
+     * parser from the start. */
     uint32_t q0 = it->state, callees[XG2_SPLIT_MAX], n_split;
     if (is_pure(g, q0)) {
         rc = walk_from(&w, v, q0, it->count, XG2_NONE, acc, &ws->unc);
     } else if ((callees[0] = call_only(g, q0)) != XG2_NONE) {
         rc = walk_from(&w, v, q0, it->count, callees[0], acc, &ws->unc);
-    } else if (set_start(&w, 0, q0, it->count)) { /* calls stepped as one NFA (see set_add) */
-        w.set_from = 0;
-        w.set_entry = q0;
-        w.set_entry_n = it->count;
-        rc = walk(&w, &v->trie, acc, &ws->unc);
     } else if ((n_split = split_callees(g, q0, callees))) {
         if (g->states[q0].flags & SF_BYTES) rc = walk_from(&w, v, q0, it->count, XG2_NONE, acc, &ws->unc);
         for (uint32_t k = 0; k < n_split && !rc; k++)
@@ -909,6 +905,11 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
             }
             ws->unc.n = m;
         }
+    } else if (set_start(&w, 0, q0, it->count)) { /* calls stepped as one NFA (see set_add) */
+        w.set_from = 0;
+        w.set_entry = q0;
+        w.set_entry_n = it->count;
+        rc = walk(&w, &v->trie, acc, &ws->unc);
     } else {
         w.earley_from = 0;
         rc = walk(&w, &v->trie, acc, &ws->unc);
