@@ -180,19 +180,25 @@ REGIONS = [
 ]
 
 
+def _check_valid_instances(vocabs, group, case, tag, label):
+    """Every instance of group[case] (all valid per ``jsonschema``) through the oracle."""
+    schema, instances = group[case]
+    assert all(jsonschema.Draft202012Validator(schema).is_valid(x) for x in instances)
+    for vocab in vocabs:
+        for j, inst in enumerate(instances):
+            check_instance(vocab, schema, inst, [tag, case, j], f"{label} {case}.{j}")
+
+
 @pytest.mark.parametrize("case", range(len(REGIONS)))
 def test_right_linear_string_masks_match_matcher(deepseek, mistral, case):
-    schema, instances = REGIONS[case]
-    assert all(jsonschema.Draft202012Validator(schema).is_valid(x) for x in instances)
-    for vocab in (deepseek, mistral):
-        for j, inst in enumerate(instances):
-            check_instance(vocab, schema, inst, [9, case, j], f"region {case}.{j}")
+    _check_valid_instances((deepseek, mistral), REGIONS, case, 9, "region")
 
 
 # Key states that both scan bytes and call rules: declared names beside free extra
-# keys (any string but those names); keys of two long patterns beside a declared name.  Their masks
-# come from one walk per way in (the state's own bytes, then each callee from its
-# start), merged; the parser, based at the key state, takes over where they meet.
+# keys (any string but those names); keys of two long patterns beside a declared
+# name.  Their masks come from one walk per way in (the state's own bytes, then
+# each callee from its start), merged; the parser, based at the key state, takes
+# over where they meet.
 SPLITS = [
     ({"type": "object", "properties": {"concurrent": {"type": "boolean"}, "chunkSize": {"type": "number"}},
       "additionalProperties": {"type": ["string", "array"]}},
@@ -206,11 +212,7 @@ SPLITS = [
 
 @pytest.mark.parametrize("case", range(len(SPLITS)))
 def test_split_key_masks_match_matcher(deepseek, mistral, case):
-    schema, instances = SPLITS[case]
-    assert all(jsonschema.Draft202012Validator(schema).is_valid(x) for x in instances)
-    for vocab in (deepseek, mistral):
-        for j, inst in enumerate(instances):
-            check_instance(vocab, schema, inst, [10, case, j], f"split {case}.{j}")
+    _check_valid_instances((deepseek, mistral), SPLITS, case, 10, "split")
 
 
 def test_masks_hold_when_the_cache_evicts(deepseek):
