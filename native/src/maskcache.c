@@ -388,7 +388,9 @@ static uint32_t call_only(const xg2_grammar *g, uint32_t q) {
 /* A state whose only move is a call of a plain rule right before the end of
  * its own rule (a tail call, as between the states of a long pattern written
  * one rule per state): the caller ends exactly when the callee does, so a walk
- * may go on in the callee's automaton as if it were the caller's.  Returns the
+ * may go on in the callee's automaton as if it were the caller's.  (The
+ * one-state case of the call sets below, kept for the plain DFA loop and for
+ * nested walks.)  Returns the
  * callee's start (following tail calls, a bounded number), or s itself. */
 static uint32_t through_tail_calls(const xg2_grammar *g, uint32_t s) {
     for (int k = 0; k < 64; k++) {
@@ -410,7 +412,9 @@ static uint32_t through_tail_calls(const xg2_grammar *g, uint32_t s) {
 typedef VEC(int32_t) i32vec;
 
 static __thread uint32_t set_stamp, h_stamp[4 * XG2_SET_MAX], h_q[4 * XG2_SET_MAX], h_n[4 * XG2_SET_MAX],
-    h_r[4 * XG2_SET_MAX];
+    h_r[4 * XG2_SET_MAX], set_work;
+
+#define XG2_SET_WORK 4096 /* set_add calls per set: states that only call are not deduplicated */
 
 /* Rule calls as epsilon moves, one level deep.  A configuration is a state, its
  * loop count and where its rule returns to: XG2_NONE for the root item's own
@@ -426,7 +430,7 @@ static __thread uint32_t set_stamp, h_stamp[4 * XG2_SET_MAX], h_q[4 * XG2_SET_MA
 static int set_add(walker *w, uint32_t d, uint32_t s, uint32_t n, uint32_t ret, int budget) {
     const xg2_grammar *g = w->g;
     const xg2_state *st = &g->states[s];
-    if ((st->flags & SF_REPEAT) || !budget) return 0;
+    if ((st->flags & SF_REPEAT) || !budget || ++set_work > XG2_SET_WORK) return 0;
     if (st->flags & SF_REFS) {
         if (st->loop || g->rules[st->rule].lookahead >= 0) return 0;
         for (uint32_t j = st->ref_off; j < st->ref_off + st->ref_n; j++) {
@@ -467,6 +471,7 @@ static int set_add(walker *w, uint32_t d, uint32_t s, uint32_t n, uint32_t ret, 
 
 static void set_begin(walker *w, uint32_t d) {
     w->set_size[d] = 0;
+    set_work = 0;
     if (++set_stamp == 0) {
         memset(h_stamp, 0, sizeof h_stamp);
         set_stamp = 1;
