@@ -197,14 +197,7 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
     if (n_unc_entries == 1) {
         rc = resolve(p, v, with_unc->unc, with_unc->n_unc, row);
     } else if (n_unc_entries > 1) {
-        int32_t *tmp = xg2__malloc(sizeof(int32_t) * merged.n);
-        if (!tmp) { rc = XG2_NOMEM(); goto out; }
-        xg2__vocab_sort_ids(v, merged.a, tmp, merged.n);
-        xg2__free(tmp);
-        uint32_t m = 0;
-        for (uint32_t j = 0; j < merged.n; j++)
-            if (!m || merged.a[m - 1] != merged.a[j]) merged.a[m++] = merged.a[j];
-        rc = resolve(p, v, merged.a, m, row);
+        if (!(rc = xg2__vocab_sort_unique_ids(v, merged.a, &merged.n))) rc = resolve(p, v, merged.a, merged.n, row);
     }
 out:
     if (memo) {

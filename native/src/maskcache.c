@@ -368,10 +368,20 @@ static uint32_t nest_item(const xg2_parser *p, uint32_t *count, uint32_t *rule, 
     return it->state;
 }
 
-/* A rule a walk can nest into from its start: a plain automaton entered at a
- * pure state, no lookahead. */
+/* A rule a walk can step as an automaton: plain (no counter), no lookahead. */
+static int plain_rule(const xg2_grammar *g, uint32_t r) {
+    return g->rules[r].kind == RK_FSM && g->rules[r].lookahead < 0;
+}
+
+/* A call right before the end of the caller's rule (a tail call): it returns
+ * to a state that only ends that rule, outside counted loops. */
+static int tail_call(const xg2_grammar *g, const xg2_ref *e) {
+    return g->states[e->to].flags == SF_FINAL && !g->states[e->to].loop;
+}
+
+/* A rule a walk can nest into from its start: plain, entered at a pure state. */
 static int nestable(const xg2_grammar *g, uint32_t r) {
-    return g->rules[r].kind == RK_FSM && g->rules[r].lookahead < 0 && is_pure(g, g->rules[r].start);
+    return plain_rule(g, r) && is_pure(g, g->rules[r].start);
 }
 
 /* A state that only calls one rule (no byte edges, no end): all its tokens
@@ -385,13 +395,12 @@ static uint32_t call_only(const xg2_grammar *g, uint32_t q) {
     return nestable(g, r) ? r : XG2_NONE;
 }
 
-/* A state whose only move is a call of a plain rule right before the end of
- * its own rule (a tail call, as between the states of a long pattern written
- * one rule per state): the caller ends exactly when the callee does, so a walk
- * may go on in the callee's automaton as if it were the caller's.  (The
- * one-state case of the call sets below, kept for the plain DFA loop and for
- * nested walks.)  Returns the
- * callee's start (following tail calls, a bounded number), or s itself. */
+/* A state whose only move is a tail call of a plain rule (as between the
+ * states of a long pattern written one rule per state): the caller ends exactly
+ * when the callee does, so a walk may go on in the callee's automaton as if it
+ * were the caller's -- the one-state case of the call sets below, kept for the
+ * plain DFA loop and for nested walks.  Returns the callee's start (following
+ * tail calls, a bounded number), or s itself. */
 static uint32_t through_tail_calls(const xg2_grammar *g, uint32_t s) {
     for (int k = 0; k < 64; k++) {
         const xg2_state *st = &g->states[s];
@@ -399,16 +408,12 @@ static uint32_t through_tail_calls(const xg2_grammar *g, uint32_t s) {
             g->rules[st->rule].lookahead >= 0)
             return s;
         const xg2_ref *e = &g->refs_tab[st->ref_off];
-        const xg2_state *after = &g->states[e->to];
-        const xg2_rule *r = &g->rules[e->rule];
-        if (after->flags != SF_FINAL || after->loop || r->kind != RK_FSM || r->lookahead >= 0) return s;
-        s = r->start;
+        if (!tail_call(g, e) || !plain_rule(g, e->rule)) return s;
+        s = g->rules[e->rule].start;
     }
     return s;
 }
 
-/* Walk trie t from the item's start configuration; OR accepted tokens into
- * acc, append uncertain ones to unc. */
 typedef VEC(int32_t) i32vec;
 
 static __thread uint32_t set_stamp, h_stamp[4 * XG2_SET_MAX], h_q[4 * XG2_SET_MAX], h_n[4 * XG2_SET_MAX],
@@ -434,10 +439,9 @@ static int set_add(walker *w, uint32_t d, uint32_t s, uint32_t n, uint32_t ret, 
     if (st->flags & SF_REFS) {
         if (st->loop || g->rules[st->rule].lookahead >= 0) return 0;
         for (uint32_t j = st->ref_off; j < st->ref_off + st->ref_n; j++) {
-            const xg2_state *after = &g->states[g->refs_tab[j].to];
-            const xg2_rule *r = &g->rules[g->refs_tab[j].rule];
-            if (r->kind != RK_FSM || r->lookahead >= 0 || after->loop) return 0;
-            if (after->flags != SF_FINAL && ret != XG2_NONE) return 0;
+            const xg2_ref *e = &g->refs_tab[j];
+            if (!plain_rule(g, e->rule) || g->states[e->to].loop) return 0;
+            if (!tail_call(g, e) && ret != XG2_NONE) return 0;
         }
     }
     if ((st->flags & SF_BYTES) || ((st->flags & SF_FINAL) && ret == XG2_NONE)) {
@@ -462,9 +466,9 @@ static int set_add(walker *w, uint32_t d, uint32_t s, uint32_t n, uint32_t ret, 
         return 0;
     if (st->flags & SF_REFS)
         for (uint32_t j = st->ref_off; j < st->ref_off + st->ref_n; j++) {
-            uint32_t to = g->refs_tab[j].to;
-            uint32_t back = g->states[to].flags == SF_FINAL ? ret : to; /* a tail call returns where s does */
-            if (!set_add(w, d, g->rules[g->refs_tab[j].rule].start, 0, back, budget - 1)) return 0;
+            const xg2_ref *e = &g->refs_tab[j];
+            uint32_t back = tail_call(g, e) ? ret : e->to; /* a tail call returns where s does */
+            if (!set_add(w, d, g->rules[e->rule].start, 0, back, budget - 1)) return 0;
         }
     return 1;
 }
@@ -565,6 +569,8 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
     return i;
 }
 
+/* Walk trie t from the item's start configuration; OR accepted tokens into
+ * acc, append uncertain ones to unc. */
 static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
     const xg2_grammar *g = w->g;
     const xg2_trie_node *nodes = t->nodes;
@@ -641,18 +647,12 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         if (alive >= 0) {
             /* decided above */
         } else if (w->earley_from == UINT32_MAX) {
+            /* where dfa_run stopped: the step lands on a state that calls rules
+             * (beyond what through_tail_calls follows) */
             uint32_t s, n;
             alive = item_step(g, w->qs[d - 1], w->cs[d - 1], c, &s, &n);
             if (alive) {
-                if (!is_pure(g, s)) {
-                    uint32_t t = through_tail_calls(g, s);
-                    if (t != s) { s = t; n = 0; }
-                }
-                if (is_pure(g, s)) {
-                    w->qs[d] = s;
-                    w->cs[d] = n;
-                    w->comp[d] = (g->states[s].flags & SF_FINAL) && xg2__loop_may_end(g, s, n);
-                } else if (set_start(w, d, s, n)) {
+                if (set_start(w, d, s, n)) {
                     w->set_from = d;
                     w->set_entry = s;
                     w->set_entry_n = n;
@@ -897,19 +897,7 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
         for (uint32_t k = 0; k < n_split && !rc; k++)
             if (!(rc = xg2__parser_reinit_local(&ws->p, q0, it->count)))
                 rc = walk_from(&w, v, q0, it->count, callees[k], acc, &ws->unc);
-        if (!rc && ws->unc.n > 1) { /* the walks' lists, merged into one in trie order */
-            int32_t *tmp = xg2__malloc(sizeof(int32_t) * ws->unc.n);
-            if (!tmp) { rc = XG2_NOMEM(); goto drop_parser; }
-            xg2__vocab_sort_ids(v, ws->unc.a, tmp, ws->unc.n);
-            xg2__free(tmp);
-            uint32_t m = 0;
-            for (uint32_t j = 0; j < ws->unc.n; j++) {
-                uint32_t id = (uint32_t)ws->unc.a[j];
-                if (!((acc[id >> 5] >> (id & 31)) & 1) && (!m || ws->unc.a[m - 1] != ws->unc.a[j]))
-                    ws->unc.a[m++] = ws->unc.a[j];
-            }
-            ws->unc.n = m;
-        }
+        if (!rc) rc = xg2__vocab_sort_unique_ids(v, ws->unc.a, &ws->unc.n); /* the walks' lists, in trie order */
     } else if (set_start(&w, 0, q0, it->count)) { /* calls stepped as one NFA (see set_add) */
         w.set_from = 0;
         w.set_entry = q0;

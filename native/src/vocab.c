@@ -108,6 +108,19 @@ void xg2__vocab_sort_ids(const xg2_vocab *v, int32_t *a, int32_t *tmp, uint32_t 
     memcpy(a, tmp, sizeof(int32_t) * n);
 }
 
+int xg2__vocab_sort_unique_ids(const xg2_vocab *v, int32_t *ids, uint32_t *n) {
+    if (*n < 2) return XG2_OK;
+    int32_t *tmp = xg2__malloc(sizeof(int32_t) * *n);
+    if (!tmp) return XG2_NOMEM();
+    xg2__vocab_sort_ids(v, ids, tmp, *n);
+    xg2__free(tmp);
+    uint32_t m = 0;
+    for (uint32_t j = 0; j < *n; j++)
+        if (!m || ids[m - 1] != ids[j]) ids[m++] = ids[j];
+    *n = m;
+    return XG2_OK;
+}
+
 void xg2__trie_free(xg2_trie *t) {
     xg2__free(t->nodes);
     xg2__free(t->ids);

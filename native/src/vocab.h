@@ -91,6 +91,9 @@ static inline uint32_t xg2__count_far(const xg2_vocab *v) {
 /* Sort token ids by their bytes (tmp: scratch of n ids). */
 XG2_HIDDEN void xg2__vocab_sort_ids(const xg2_vocab *v, int32_t *ids, int32_t *tmp, uint32_t n);
 
+/* Sort token ids by their bytes and drop repeats (*n updated). */
+XG2_HIDDEN int xg2__vocab_sort_unique_ids(const xg2_vocab *v, int32_t *ids, uint32_t *n);
+
 /* slices.c */
 XG2_HIDDEN int xg2__slices_build(xg2_vocab *v);
 XG2_HIDDEN void xg2__slices_free(xg2_vocab *v);
