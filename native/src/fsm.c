@@ -608,23 +608,34 @@ typedef struct {
     uint32_t limit;
     xg2_u32vec estack;  /* entry_conflict's scratch */
     uint8_t *eseen;
+    uint32_t *single_to; /* a seed list of one NFA state s: its DFA state + 1, or 0 */
 } subset;
 
 /* The DFA state that seeds (in set, which is overwritten) lead to: checked and
  * closed once per distinct seed list.  *id = UINT32_MAX past the limit. */
 static int next_state(nfa_csr *c, subset *x, xg2_u32vec *set, uint32_t *conflict, uint32_t *id) {
-    uint32_t h, k = seq_find(&x->seeds, set->a, set->n, &h);
-    if (k != UINT32_MAX) {
+    /* Most seed lists are one state (the NFA is nearly deterministic): a direct map. */
+    uint32_t single = set->n == 1 ? set->a[0] : UINT32_MAX;
+    uint32_t h, k;
+    if (single != UINT32_MAX && x->single_to[single]) {
+        *id = x->single_to[single] - 1;
+        return XG2_OK;
+    }
+    if (single == UINT32_MAX && (k = seq_find(&x->seeds, set->a, set->n, &h)) != UINT32_MAX) {
         *id = x->seed_to.a[k];
         return XG2_OK;
     }
     int rc;
-    if ((rc = seq_add(&x->seeds, set->a, set->n, h))) return rc;
+    if (single == UINT32_MAX && (rc = seq_add(&x->seeds, set->a, set->n, h))) return rc;
     if ((rc = entry_conflict(c, set->a, set->n, &x->estack, x->eseen, conflict))) return rc;
     if ((rc = closure(c, set))) return rc;
     if ((*id = seq_find(&x->ds, set->a, set->n, &h)) == UINT32_MAX && seq_count(&x->ds) < x->limit) {
         *id = seq_count(&x->ds);
         if ((rc = seq_add(&x->ds, set->a, set->n, h))) return rc;
+    }
+    if (single != UINT32_MAX) {
+        if (*id != UINT32_MAX) x->single_to[single] = *id + 1;
+        return XG2_OK;
     }
     return vec_push(&x->seed_to, *id) ? XG2_NOMEM() : XG2_OK;
 }
@@ -656,6 +667,7 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
     }
     if ((rc = prepare_loops(c, &conflict))) goto out;
     if (c->n_loops && !(x.eseen = xg2__calloc(c->n, 1))) goto oom;
+    if (!(x.single_to = xg2__calloc(c->n ? c->n : 1, sizeof(uint32_t)))) goto oom;
     if (vec_push(&set, 0)) goto oom;
     if ((rc = next_state(c, &x, &set, &conflict, &id))) goto out;
     for (uint32_t d = 0; d < seq_count(ds); d++) {
@@ -807,6 +819,7 @@ out:
     vec_free(&final);
     vec_free(&x.estack);
     xg2__free(x.eseen);
+    xg2__free(x.single_to);
     xg2__free(loops);
     return rc;
 }
@@ -1317,7 +1330,7 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     if (rc) goto out;
     int cached = 0;
     uint64_t key_hash = 0;
-    if (!bytes_only) {
+    { /* the key is the whole NFA, so byte-only builds share the cache too */
         int k = nfa_key(&b, final, &key, &slots);
         if (k < 0) { rc = XG2_NOMEM(); goto out; }
         if (k == 0) {
