@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Hashable, Union
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Hashable, Optional, Union
 
 from ._errors import InvalidArgumentError, check
 from ._native import ffi, lib
@@ -29,6 +30,7 @@ class CompiledGrammar:
         self._handle = ffi.gc(out[0], lib.xg2_compiled_free)
         self._grammar = grammar
         self._tokenizer_info = tokenizer_info
+        self._precompute_future: "Optional[Future[int]]" = None
 
     @property
     def grammar(self) -> Grammar:
@@ -41,6 +43,30 @@ class CompiledGrammar:
     @property
     def memory_size_bytes(self) -> int:
         return int(lib.xg2_compiled_memory_bytes(self._handle))
+
+    def precompute(self, max_states: Optional[int] = None) -> int:
+        """Compute ahead the token masks of up to ``max_states`` automaton states
+        (all when None), nearest the grammar's start first, into the tokenizer's
+        shared mask cache (within its limit), so that fills there later are cache
+        hits.  Blocks without holding the GIL, so it can run in a background
+        thread beside matchers of this grammar (as ``GrammarCompiler(...,
+        precompute_states=N)`` does right after compile).  Returns the number of
+        states computed or found cached."""
+        if max_states is None:
+            n = -1
+        elif isinstance(max_states, bool) or not isinstance(max_states, int) or max_states < 0:
+            raise InvalidArgumentError(f"max_states must be None or an int >= 0, got {max_states!r}")
+        else:
+            n = min(max_states, 2**31 - 1)
+        done = ffi.new("int32_t *")
+        check(lib.xg2_compiled_precompute(self._handle, n, done))
+        return int(done[0])
+
+    @property
+    def precompute_future(self) -> "Optional[Future[int]]":
+        """The background precompute started by the compiler (see
+        ``GrammarCompiler(precompute_states=...)``), or None."""
+        return self._precompute_future
 
 
 class GrammarCompiler:
@@ -60,6 +86,12 @@ class GrammarCompiler:
         compiled for this tokenizer, sub-structures shared across grammars).  Least
         recently used entries are evicted.  ``-1`` selects the default bound
         (512 MiB): the caches are never unbounded.
+    precompute_states
+        After each new compile, compute the token masks of this many automaton
+        states (nearest the start first) in a background thread, without the GIL,
+        so an engine overlaps that work with prefill; 0 (default) computes masks
+        only when a matcher first needs them.  The work is exposed as
+        :attr:`CompiledGrammar.precompute_future`.
     """
 
     def __init__(
@@ -69,6 +101,7 @@ class GrammarCompiler:
         max_threads: int = 8,
         cache_enabled: bool = True,
         cache_limit_bytes: int = -1,
+        precompute_states: int = 0,
     ) -> None:
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise InvalidArgumentError("tokenizer_info must be a TokenizerInfo")
@@ -76,6 +109,10 @@ class GrammarCompiler:
             raise InvalidArgumentError(f"max_threads must be >= 1, got {max_threads}")
         if cache_limit_bytes != -1 and cache_limit_bytes < 0:
             raise InvalidArgumentError("cache_limit_bytes must be -1 (default bound) or >= 0")
+        if isinstance(precompute_states, bool) or not isinstance(precompute_states, int) or precompute_states < 0:
+            raise InvalidArgumentError(f"precompute_states must be an int >= 0, got {precompute_states!r}")
+        self._precompute_states = precompute_states
+        self._precompute_pool: Optional[ThreadPoolExecutor] = None
         self._tokenizer_info = tokenizer_info
         self._max_threads = int(max_threads)
         self._cache_enabled = bool(cache_enabled)
@@ -174,6 +211,12 @@ class GrammarCompiler:
                     self._cache.move_to_end(key)
                     return hit
         compiled = CompiledGrammar(make_grammar(), self._tokenizer_info)
+        if self._precompute_states:
+            with self._lock:
+                if self._precompute_pool is None:  # one thread: it runs beside decoding
+                    self._precompute_pool = ThreadPoolExecutor(1, thread_name_prefix="xg2-precompute")
+                pool = self._precompute_pool
+            compiled._precompute_future = pool.submit(compiled.precompute, self._precompute_states)
         if self._cache_enabled:
             size = compiled.memory_size_bytes
             with self._lock:

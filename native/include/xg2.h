@@ -129,6 +129,13 @@ void xg2_compiled_free(xg2_compiled *compiled);
 /* Bytes of memory held by the compiled grammar (grammar tables and caches). */
 size_t xg2_compiled_memory_bytes(const xg2_compiled *compiled);
 
+/* Compute ahead the token masks of up to max_states automaton states (all if
+ * negative), nearest the grammar's start first, into the vocabulary's shared
+ * mask cache (bounded by its limit), so later fills there are cache hits.  Meant
+ * for a background thread right after compile (an engine overlaps it with
+ * prefill); safe beside matchers of the same grammar.  *done: states computed. */
+int xg2_compiled_precompute(const xg2_compiled *compiled, int32_t max_states, int32_t *done);
+
 /* ---- matcher ---------------------------------------------------------- */
 
 /* A matcher at the start of the grammar.

@@ -232,6 +232,39 @@ def test_masks_hold_when_the_cache_evicts(deepseek):
         xgr.GrammarCompiler(deepseek.compiler.tokenizer_info)  # the default limit again
 
 
+def test_precomputed_masks_are_exact_and_used(deepseek):
+    # The compiler's background precompute runs while the matcher fills (the pool
+    # is shared by both threads); every mask must stay exact, the precomputed
+    # entries must be what the fills find, and precomputing again finds them all.
+    info = deepseek.compiler.tokenizer_info
+    comp = xgr.GrammarCompiler(info, precompute_states=64)
+    try:
+        comp.clear_cache()
+        name, schema, inst = _get_cases()[1]
+        compiled = comp.compile_json_schema(schema, strict_mode=False)
+        future = compiled.precompute_future
+        assert future is not None
+        check_instance(deepseek, schema, inst, [7, 1], f"precompute {name}", compiler=comp)
+        done = future.result(timeout=120)
+        assert 0 < done <= 64
+        before = comp.get_mask_cache_stats()
+        assert before["entries"] >= done and before["hits"] > 0
+        again = compiled.precompute(done)
+        after = comp.get_mask_cache_stats()
+        assert again == done and after["misses"] == before["misses"], (before, after)
+        assert after["hits"] == before["hits"] + done
+        everything = compiled.precompute()
+        assert done <= everything <= compiled.grammar.num_states
+        for bad in (-1, 1.5, True, "3"):
+            with pytest.raises(xgr.InvalidArgumentError):
+                compiled.precompute(bad)
+        with pytest.raises(xgr.InvalidArgumentError):
+            xgr.GrammarCompiler(info, precompute_states=-2)
+        assert xgr.GrammarCompiler(info).compile_json_schema(schema).precompute_future is None
+    finally:
+        xgr.GrammarCompiler(info)  # the default limit again
+
+
 def check_instance(vocab, schema, inst, seed, name, compiler=None):
     """At every step of json.dumps(inst): allowed tokens are accepted, a sample of the
     others rejected, the stop token allowed exactly when complete (per jsonschema)."""
