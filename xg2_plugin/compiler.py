@@ -20,6 +20,19 @@ __all__ = ["CompiledGrammar", "GrammarCompiler"]
 
 DEFAULT_CACHE_LIMIT_BYTES = 512 * 1024 * 1024
 
+_PRECOMPUTE_POOL: Optional[ThreadPoolExecutor] = None
+_PRECOMPUTE_LOCK = threading.Lock()
+
+
+def _precompute_pool() -> ThreadPoolExecutor:
+    """One background thread for the whole process: precompute runs beside decoding,
+    and a compile must not pay for starting a thread."""
+    global _PRECOMPUTE_POOL
+    with _PRECOMPUTE_LOCK:
+        if _PRECOMPUTE_POOL is None:
+            _PRECOMPUTE_POOL = ThreadPoolExecutor(1, thread_name_prefix="xg2-precompute")
+        return _PRECOMPUTE_POOL
+
 
 class CompiledGrammar:
     """A grammar bound to a tokenizer; what every :class:`GrammarMatcher` of it shares."""
@@ -112,7 +125,6 @@ class GrammarCompiler:
         if isinstance(precompute_states, bool) or not isinstance(precompute_states, int) or precompute_states < 0:
             raise InvalidArgumentError(f"precompute_states must be an int >= 0, got {precompute_states!r}")
         self._precompute_states = precompute_states
-        self._precompute_pool: Optional[ThreadPoolExecutor] = None
         self._tokenizer_info = tokenizer_info
         self._max_threads = int(max_threads)
         self._cache_enabled = bool(cache_enabled)
@@ -212,11 +224,7 @@ class GrammarCompiler:
                     return hit
         compiled = CompiledGrammar(make_grammar(), self._tokenizer_info)
         if self._precompute_states:
-            with self._lock:
-                if self._precompute_pool is None:  # one thread: it runs beside decoding
-                    self._precompute_pool = ThreadPoolExecutor(1, thread_name_prefix="xg2-precompute")
-                pool = self._precompute_pool
-            compiled._precompute_future = pool.submit(compiled.precompute, self._precompute_states)
+            compiled._precompute_future = _precompute_pool().submit(compiled.precompute, self._precompute_states)
         if self._cache_enabled:
             size = compiled.memory_size_bytes
             with self._lock:
