@@ -24,6 +24,11 @@ _PRECOMPUTE_POOL: Optional[ThreadPoolExecutor] = None
 _PRECOMPUTE_LOCK = threading.Lock()
 
 
+def _check_count(value, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(f"{what} must be an int >= 0, got {value!r}")
+
+
 def _precompute_pool() -> ThreadPoolExecutor:
     """One background thread for the whole process: precompute runs beside decoding,
     and a compile must not pay for starting a thread."""
@@ -65,12 +70,9 @@ class CompiledGrammar:
         thread beside matchers of this grammar (as ``GrammarCompiler(...,
         precompute_states=N)`` does right after compile).  Returns the number of
         states computed or found cached."""
-        if max_states is None:
-            n = -1
-        elif isinstance(max_states, bool) or not isinstance(max_states, int) or max_states < 0:
-            raise InvalidArgumentError(f"max_states must be None or an int >= 0, got {max_states!r}")
-        else:
-            n = min(max_states, 2**31 - 1)
+        if max_states is not None:
+            _check_count(max_states, "max_states (or None)")
+        n = -1 if max_states is None else min(max_states, 2**31 - 1)
         done = ffi.new("int32_t *")
         check(lib.xg2_compiled_precompute(self._handle, n, done))
         return int(done[0])
@@ -122,8 +124,7 @@ class GrammarCompiler:
             raise InvalidArgumentError(f"max_threads must be >= 1, got {max_threads}")
         if cache_limit_bytes != -1 and cache_limit_bytes < 0:
             raise InvalidArgumentError("cache_limit_bytes must be -1 (default bound) or >= 0")
-        if isinstance(precompute_states, bool) or not isinstance(precompute_states, int) or precompute_states < 0:
-            raise InvalidArgumentError(f"precompute_states must be an int >= 0, got {precompute_states!r}")
+        _check_count(precompute_states, "precompute_states")
         self._precompute_states = precompute_states
         self._tokenizer_info = tokenizer_info
         self._max_threads = int(max_threads)

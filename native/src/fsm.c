@@ -614,27 +614,30 @@ typedef struct {
 /* The DFA state that seeds (in set, which is overwritten) lead to: checked and
  * closed once per distinct seed list.  *id = UINT32_MAX past the limit. */
 static int next_state(nfa_csr *c, subset *x, xg2_u32vec *set, uint32_t *conflict, uint32_t *id) {
-    /* Most seed lists are one state (the NFA is nearly deterministic): a direct map. */
-    uint32_t single = set->n == 1 ? set->a[0] : UINT32_MAX;
+    /* Most seed lists are one state (the NFA is nearly deterministic): those are
+     * remembered in a direct map, the others in the interning table. */
+    uint32_t *single = set->n == 1 ? &x->single_to[set->a[0]] : NULL;
     uint32_t h, k;
-    if (single != UINT32_MAX && x->single_to[single]) {
-        *id = x->single_to[single] - 1;
-        return XG2_OK;
-    }
-    if (single == UINT32_MAX && (k = seq_find(&x->seeds, set->a, set->n, &h)) != UINT32_MAX) {
+    int rc;
+    if (single) {
+        if (*single) {
+            *id = *single - 1;
+            return XG2_OK;
+        }
+    } else if ((k = seq_find(&x->seeds, set->a, set->n, &h)) != UINT32_MAX) {
         *id = x->seed_to.a[k];
         return XG2_OK;
+    } else if ((rc = seq_add(&x->seeds, set->a, set->n, h))) {
+        return rc;
     }
-    int rc;
-    if (single == UINT32_MAX && (rc = seq_add(&x->seeds, set->a, set->n, h))) return rc;
     if ((rc = entry_conflict(c, set->a, set->n, &x->estack, x->eseen, conflict))) return rc;
     if ((rc = closure(c, set))) return rc;
     if ((*id = seq_find(&x->ds, set->a, set->n, &h)) == UINT32_MAX && seq_count(&x->ds) < x->limit) {
         *id = seq_count(&x->ds);
         if ((rc = seq_add(&x->ds, set->a, set->n, h))) return rc;
     }
-    if (single != UINT32_MAX) {
-        if (*id != UINT32_MAX) x->single_to[single] = *id + 1;
+    if (single) {
+        if (*id != UINT32_MAX) *single = *id + 1; /* (past the limit the build stops anyway) */
         return XG2_OK;
     }
     return vec_push(&x->seed_to, *id) ? XG2_NOMEM() : XG2_OK;
@@ -1328,20 +1331,18 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
         build(&b, expr, 0, final, self_rule, 0, 1, 0);
     int rc = b.rc;
     if (rc) goto out;
-    int cached = 0;
+    /* The key is the whole NFA, so byte-only builds share the cache too. */
     uint64_t key_hash = 0;
-    { /* the key is the whole NFA, so byte-only builds share the cache too */
-        int k = nfa_key(&b, final, &key, &slots);
-        if (k < 0) { rc = XG2_NOMEM(); goto out; }
-        if (k == 0) {
-            cached = 1;
-            key_hash = xg2__hash_u32s(key.a, key.n);
-            int hit = xg2__dfa_cache_find(key.a, key.n, key_hash, out);
-            if (hit < 0) { rc = XG2_NOMEM(); goto out; }
-            if (hit) {
-                from_slots(out, slots.a, b.loops.a);
-                goto out;
-            }
+    int k = nfa_key(&b, final, &key, &slots);
+    if (k < 0) { rc = XG2_NOMEM(); goto out; }
+    int cached = k == 0;
+    if (cached) {
+        key_hash = xg2__hash_u32s(key.a, key.n);
+        int hit = xg2__dfa_cache_find(key.a, key.n, key_hash, out);
+        if (hit < 0) { rc = XG2_NOMEM(); goto out; }
+        if (hit) {
+            from_slots(out, slots.a, b.loops.a);
+            goto out;
         }
     }
     if ((rc = make_csr(&b, final, &c))) goto out;
