@@ -686,8 +686,9 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     g->n_states = base;
     g->states = xg2__calloc(base ? base : 1, sizeof(xg2_state));
     g->classmaps = xg2__calloc(n_cls_maps ? n_cls_maps * 256 : 1, 1);
+    g->class_cuts = xg2__calloc(n_cls_maps ? n_cls_maps : 1, sizeof(xg2_byteset));
     g->refs_tab = xg2__malloc(sizeof(xg2_ref) * (n_ref ? n_ref : 1));
-    if (!g->states || !g->classmaps || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
+    if (!g->states || !g->classmaps || !g->class_cuts || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
     /* First pass: classes and table size. */
     ncls = xg2__calloc(n, sizeof(uint32_t));
     if (!ncls) { rc = XG2_NOMEM(); goto out; }
@@ -702,8 +703,12 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
         }
         uint8_t *cm = g->classmaps + 256u * map_i;
         uint32_t c = 0;
+        byteset_add(&g->class_cuts[map_i], 0);
         for (int b = 0; b < 256; b++) {
-            if (b && cut[b]) c++;
+            if (b && cut[b]) {
+                c++;
+                byteset_add(&g->class_cuts[map_i], (unsigned)b);
+            }
             cm[b] = (uint8_t)c;
         }
         ncls[r] = c + 1;
@@ -798,7 +803,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     if (!rc) rc = compute_follow(g, dfa);
     if (!rc) rc = compute_skeys(g, dfa);
     g->memory_bytes = sizeof *g + sizeof(xg2_loop) * g->n_loops + 16u * g->n_states + sizeof(xg2_rule) * n + sizeof(xg2_state) * g->n_states +
-                      sizeof(uint32_t) * g->n_trans + 256u * g->n_classmaps + sizeof(xg2_ref) * g->n_refs +
+                      sizeof(uint32_t) * g->n_trans + (256u + sizeof(xg2_byteset)) * g->n_classmaps + sizeof(xg2_ref) * g->n_refs +
                       sizeof(int32_t) * 256u * g->n_la_states + ir->exprs.n * sizeof(xg2_expr) +
                       ir->pool.n * 4u + ir->bytes.n + ir->names.n;
 out:
@@ -822,6 +827,7 @@ static void unlink_grammar(xg2_grammar *g) {
     xg2__free(g->states);
     xg2__free(g->trans);
     xg2__free(g->classmaps);
+    xg2__free(g->class_cuts);
     xg2__free(g->refs_tab);
     xg2__free(g->la_trans);
     xg2__free(g->la_final);

@@ -60,6 +60,7 @@ struct xg2_grammar {
     uint32_t n_trans;
     uint8_t *classmaps;
     uint32_t n_classmaps;
+    xg2_byteset *class_cuts; /* per class map (cls / 256): the bytes that start a class run */
     xg2_ref *refs_tab;
     uint32_t n_refs;
     /* Lookahead assertions: byte DFAs, 256 entries per state, -1 = dead. */

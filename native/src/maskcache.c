@@ -58,6 +58,27 @@ static int is_pure(const xg2_grammar *g, uint32_t s) {
     return !(g->states[s].flags & (SF_REFS | SF_REPEAT));
 }
 
+/* The bytes the proofs below step from the pair (slice state a, grammar state
+ * r): the first byte of each run over which the slice's row, r's byte class
+ * and (r at a counted loop's boundary) the side of the loop's first set stay
+ * the same -- every other byte steps like its run's first -- among the bytes
+ * the slice allows.  A dozen steps a pair instead of 256. */
+static inline void pair_bytes(const xg2_grammar *g, const xg2_slice *s, uint32_t a, uint32_t r, xg2_byteset *out) {
+    const xg2_state *st = &g->states[r];
+    const xg2_byteset *sc = &s->cuts[a], *gc = &g->class_cuts[st->cls >> 8], *al = &s->alive[a];
+    const xg2_byteset *first = st->loop & 1 ? &g->loops[(st->loop >> 1) - 1].first : NULL;
+    for (int w = 0; w < 4; w++) {
+        uint64_t cut = sc->w[w] | gc->w[w];
+        if (first) cut |= first->w[w] ^ (first->w[w] << 1 | (w ? first->w[w - 1] >> 63 : 0));
+        out->w[w] = cut & al->w[w];
+    }
+}
+
+/* for (c in set) -- the bytes of a byteset, in order */
+#define FOR_BYTES(c, set)                                                         \
+    for (int w_ = 0; w_ < 4; w_++)                                                \
+        for (uint64_t b_ = (set).w[w_], c = 0; b_ && (c = (uint64_t)w_ * 64 + (uint64_t)__builtin_ctzll(b_), 1); b_ &= b_ - 1)
+
 /* Is every string over the slice's class alive from DFA state q (with the
  * item's loop count)?  A walk of the product of the slice automaton and the
  * rule's byte edges.  Counts are not tracked, so the walk gives up when they
@@ -87,12 +108,9 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, const xg2_s
         uint32_t a = stack_a[sp], r = stack_q[sp];
         if (!(g->states[r].flags & SF_BYTES)) { ok = 0; goto done; }
         const int32_t *row = s->dfa + 256 * a;
-        const uint8_t *cm = g->classmaps + g->states[r].cls;
-        for (int c = 0; c < 256; c++) {
-            if (row[c] < 0) continue;
-            /* a byte in the same slice and grammar classes as the one before
-             * leads where that one did (loop first sets aside) */
-            if (c && row[c] == row[c - 1] && cm[c] == cm[c - 1] && !g->n_loops) continue;
+        xg2_byteset bytes;
+        pair_bytes(g, s, a, r, &bytes);
+        FOR_BYTES(c, bytes) {
             uint32_t t = xg2__step(g, r, (uint8_t)c);
             if (t == XG2_NONE) { ok = 0; goto done; }
             uint32_t lr = g->states[r].loop, lt = g->states[t].loop;
@@ -130,12 +148,9 @@ static int class_target(const xg2_grammar *g, const xg2_slice *s, uint32_t q, ui
         sp--;
         uint32_t a = sa[sp], r = sq[sp];
         const int32_t *row = s->dfa + 256 * a;
-        const uint8_t *cm = g->classmaps + g->states[r].cls;
-        for (int c = 0; c < 256; c++) {
-            if (row[c] < 0) continue;
-            /* a byte in the same slice and grammar classes as the one before
-             * leads where that one did (loop first sets aside) */
-            if (c && row[c] == row[c - 1] && cm[c] == cm[c - 1] && !g->n_loops) continue;
+        xg2_byteset bytes;
+        pair_bytes(g, s, a, r, &bytes);
+        FOR_BYTES(c, bytes) {
             uint32_t t = xg2__step(g, r, (uint8_t)c);
             if (t == XG2_NONE) return 0;
             if (g->n_loops && xg2__loop_step(g, r, t, (uint8_t)c, count) == UINT32_MAX) return 0;
@@ -241,7 +256,7 @@ static int slice_bounded(const xg2_grammar *g, const xg2_slice *s, uint32_t q, u
     uint32_t mid_a[CAP], mid_t[CAP], mid_n[CAP], n_mid;
     cur_t[0] = q;
     cur_n[0] = count;
-    uint32_t work = 0; /* configurations expanded, 256 bytes each */
+    uint32_t work = 0; /* configurations expanded */
     for (uint32_t k = 0; k < XG2_SLICE_MAX_CHARS; k++) {
         int first_alive = -1;
         n_nxt = n_mid = 0;
@@ -256,11 +271,13 @@ static int slice_bounded(const xg2_grammar *g, const xg2_slice *s, uint32_t q, u
             sp--;
             uint32_t a = st_a[sp], t = st_t[sp], n = st_n[sp];
             /* the rule may end here with a class byte next: tokens could be uncertain */
-            int may_end = (g->states[t].flags & SF_FINAL) && xg2__loop_may_end(g, t, n);
+            if ((g->states[t].flags & SF_FINAL) && xg2__loop_may_end(g, t, n))
+                for (int w = 0; w < 4; w++)
+                    if (follow->w[w] & s->alive[a].w[w]) return 0;
             const int32_t *row = s->dfa + 256 * a;
-            for (int c = 0; c < 256; c++) {
-                if (row[c] < 0) continue;
-                if (may_end && byteset_has(follow, (unsigned)c)) return 0;
+            xg2_byteset bytes;
+            pair_bytes(g, s, a, t, &bytes);
+            FOR_BYTES(c, bytes) {
                 uint32_t t2 = xg2__step(g, t, (uint8_t)c), n2 = 0;
                 if (t2 != XG2_NONE && g->n_loops) n2 = xg2__loop_step(g, t, t2, (uint8_t)c, n);
                 int alive = t2 != XG2_NONE && n2 != UINT32_MAX;

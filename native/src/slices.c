@@ -36,7 +36,9 @@ static int class_dfa(const uint32_t *ranges, uint32_t n_ranges, xg2_slice *s) {
         s->n_dfa = d.n;
         s->dfa = xg2__malloc(sizeof(int32_t) * 256 * (d.n ? d.n : 1));
         s->dfa_final = xg2__malloc(d.n ? d.n : 1);
-        if (!s->dfa || !s->dfa_final) rc = XG2_NOMEM();
+        s->cuts = xg2__calloc(d.n ? d.n : 1, sizeof(xg2_byteset));
+        s->alive = xg2__calloc(d.n ? d.n : 1, sizeof(xg2_byteset));
+        if (!s->dfa || !s->dfa_final || !s->cuts || !s->alive) rc = XG2_NOMEM();
     }
     for (uint32_t q = 0; !rc && q < d.n; q++) {
         int32_t *row = s->dfa + 256 * q;
@@ -44,6 +46,10 @@ static int class_dfa(const uint32_t *ranges, uint32_t n_ranges, xg2_slice *s) {
         for (uint32_t j = d.boff[q]; j < d.boff[q + 1]; j++)
             for (uint32_t c = d.br[j].lo; c <= d.br[j].hi; c++) row[c] = (int32_t)d.br[j].to;
         s->dfa_final[q] = d.final[q];
+        for (int c = 0; c < 256; c++) {
+            if (!c || row[c] != row[c - 1]) byteset_add(&s->cuts[q], (unsigned)c);
+            if (row[c] >= 0) byteset_add(&s->alive[q], (unsigned)c);
+        }
     }
     xg2__dfa_free(&d);
     xg2__ir_free(&ir);
@@ -152,6 +158,8 @@ void xg2__slices_free(xg2_vocab *v) {
         xg2_slice *s = &v->slices[k];
         xg2__free(s->dfa);
         xg2__free(s->dfa_final);
+        xg2__free(s->cuts);
+        xg2__free(s->alive);
         xg2__free(s->all);
         xg2__free(s->upto);
         xg2__free(s->whole);

@@ -37,6 +37,8 @@ typedef struct {
 typedef struct {
     int32_t *dfa;         /* byte DFA of the class's strings, 256 entries per state, -1 dead */
     uint8_t *dfa_final;   /* state is at a character boundary */
+    xg2_byteset *cuts;    /* per state: the bytes that start a run of one row value */
+    xg2_byteset *alive;   /* per state: the bytes with a row value >= 0 */
     uint32_t n_dfa;
     uint32_t *all;        /* bitset of every member token */
     uint32_t *upto;       /* upto + (l - 1) * words: members of at most l characters (l <= 32),
