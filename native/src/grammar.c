@@ -582,6 +582,16 @@ out:
 
 /* ---- linking ---- */
 
+/* The byte groups wholly inside `bytes` (see xg2__byte_group). */
+static uint64_t whole_groups(const xg2_byteset *bytes) {
+    uint64_t in = 0, out = 0;
+    for (unsigned c = 0; c < 256; c++) {
+        if (byteset_has(bytes, c)) in |= 1ull << xg2__byte_group(c);
+        else out |= 1ull << xg2__byte_group(c);
+    }
+    return in & ~out;
+}
+
 /* Link with right-linear regions merged (use_regions; *merged: some region
  * was) or each rule on its own. */
 static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int *merged) {
@@ -687,8 +697,9 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     g->states = xg2__calloc(base ? base : 1, sizeof(xg2_state));
     g->classmaps = xg2__calloc(n_cls_maps ? n_cls_maps * 256 : 1, 1);
     g->class_cuts = xg2__calloc(n_cls_maps ? n_cls_maps : 1, sizeof(xg2_byteset));
+    g->self_groups = xg2__calloc(base ? base : 1, sizeof(uint64_t));
     g->refs_tab = xg2__malloc(sizeof(xg2_ref) * (n_ref ? n_ref : 1));
-    if (!g->states || !g->classmaps || !g->class_cuts || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
+    if (!g->states || !g->classmaps || !g->class_cuts || !g->self_groups || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
     /* First pass: classes and table size. */
     ncls = xg2__calloc(n, sizeof(uint32_t));
     if (!ncls) { rc = XG2_NOMEM(); goto out; }
@@ -745,9 +756,17 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
             if (d->tag && d->tag[s]) st->loop = (loop_base[r] + (d->tag[s] >> 1)) << 1 | (d->tag[s] & 1);
             st->flags = (d->final[s] ? SF_FINAL : 0) | (d->boff[s + 1] > d->boff[s] ? SF_BYTES : 0) |
                         (d->roff[s + 1] > d->roff[s] ? SF_REFS : 0);
-            for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++)
+            xg2_byteset self = {{0}};
+            int loops = 0;
+            for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++) {
                 for (uint32_t c = cm[d->br[j].lo]; c <= cm[d->br[j].hi]; c++)
                     g->trans[st->row + c] = rt->start + d->br[j].to;
+                if (d->br[j].to == s) {
+                    byteset_add_range(&self, d->br[j].lo, d->br[j].hi);
+                    loops = 1;
+                }
+            }
+            if (loops && !st->loop && d->roff[s + 1] == d->roff[s]) g->self_groups[rt->start + s] = whole_groups(&self);
             st->ref_off = ref_i;
             uint32_t nr = d->roff[s + 1] - d->roff[s];
             if (nr > UINT16_MAX) { rc = xg2__fail(XG2_ERR_LIMIT, "a state of rule \"%s\" has more than 65535 rule edges", xg2__ir_name(ir, r)); goto out; }
@@ -803,7 +822,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     if (!rc) rc = compute_follow(g, dfa);
     if (!rc) rc = compute_skeys(g, dfa);
     g->memory_bytes = sizeof *g + sizeof(xg2_loop) * g->n_loops + 16u * g->n_states + sizeof(xg2_rule) * n + sizeof(xg2_state) * g->n_states +
-                      sizeof(uint32_t) * g->n_trans + (256u + sizeof(xg2_byteset)) * g->n_classmaps + sizeof(xg2_ref) * g->n_refs +
+                      sizeof(uint32_t) * g->n_trans + (256u + sizeof(xg2_byteset)) * g->n_classmaps + sizeof(uint64_t) * g->n_states + sizeof(xg2_ref) * g->n_refs +
                       sizeof(int32_t) * 256u * g->n_la_states + ir->exprs.n * sizeof(xg2_expr) +
                       ir->pool.n * 4u + ir->bytes.n + ir->names.n;
 out:
@@ -828,6 +847,7 @@ static void unlink_grammar(xg2_grammar *g) {
     xg2__free(g->trans);
     xg2__free(g->classmaps);
     xg2__free(g->class_cuts);
+    xg2__free(g->self_groups);
     xg2__free(g->refs_tab);
     xg2__free(g->la_trans);
     xg2__free(g->la_final);

@@ -61,6 +61,8 @@ struct xg2_grammar {
     uint8_t *classmaps;
     uint32_t n_classmaps;
     xg2_byteset *class_cuts; /* per class map (cls / 256): the bytes that start a class run */
+    uint64_t *self_groups;   /* per state: the byte groups (xg2__byte_group) it loops on, whole,
+                              * outside counted loops and rule edges; 0 if none */
     xg2_ref *refs_tab;
     uint32_t n_refs;
     /* Lookahead assertions: byte DFAs, 256 entries per state, -1 = dead. */

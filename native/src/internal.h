@@ -123,4 +123,23 @@ static inline int byteset_has(const xg2_byteset *s, unsigned b) {
     return (int)((s->w[b >> 6] >> (b & 63)) & 1);
 }
 
+/* Byte groups, for a 64-bit summary of a byte set: controls, space, digits,
+ * a-f, g-z, A-F, G-Z, each ASCII punctuation character alone, and four UTF-8
+ * ranges -- cut so that the classes patterns loop over ([a-z0-9_.-], hex
+ * digits, ...) are unions of groups. */
+static inline unsigned xg2__byte_group(unsigned c) {
+    if (c < 0x20 || c == 0x7F) return 0;
+    if (c == ' ') return 1;
+    if (c >= '0' && c <= '9') return 2;
+    if (c >= 'a' && c <= 'f') return 3;
+    if (c >= 'g' && c <= 'z') return 4;
+    if (c >= 'A' && c <= 'F') return 5;
+    if (c >= 'G' && c <= 'Z') return 6;
+    if (c <= 0x2F) return 7 + c - 0x21;         /* ! .. / */
+    if (c <= 0x40) return 22 + c - 0x3A;        /* : .. @ */
+    if (c <= 0x60) return 29 + c - 0x5B;        /* [ .. ` */
+    if (c <= 0x7E) return 35 + c - 0x7B;        /* { .. ~ */
+    return c < 0xC0 ? 39 : c < 0xE0 ? 40 : c < 0xF0 ? 41 : 42;
+}
+
 #endif /* XG2_INTERNAL_H */

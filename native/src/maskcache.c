@@ -572,6 +572,15 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
             i += nd->subtree;
             continue;
         }
+        if (nd->subtree > 1 && !(t->below[i] & ~g->self_groups[s])) {
+            /* s loops on every byte below: the whole subtree is accepted */
+            for (uint32_t k = nd->tok_begin; k < nd->tok_end; k++) {
+                uint32_t id = (uint32_t)ids[k];
+                acc[id >> 5] |= 1u << (id & 31);
+            }
+            i += nd->subtree;
+            continue;
+        }
         w->path[d] = c;
         qs[d] = s;
         cs[d] = n;
@@ -643,6 +652,17 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             if (!handover && !item_step(g, q, w->cs[d - 1], c, &s, &n)) {
                 alive = 0;
             } else if (!handover && (is_pure(g, s) || is_pure(g, s = through_tail_calls(g, s)))) {
+                if (nd->subtree > 1 && !(t->below[i] & ~g->self_groups[s])) {
+                    /* s loops on every byte below: the whole subtree is accepted
+                     * (the item is in the parser's set: a handover below would
+                     * keep this path alive) */
+                    for (uint32_t k = nd->tok_begin; k < nd->tok_end; k++) {
+                        uint32_t id = (uint32_t)t->ids[k];
+                        acc[id >> 5] |= 1u << (id & 31);
+                    }
+                    i += nd->subtree;
+                    continue;
+                }
                 alive = 1;
                 w->qs[d] = s;
                 w->cs[d] = n;

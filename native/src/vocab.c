@@ -123,6 +123,7 @@ int xg2__vocab_sort_unique_ids(const xg2_vocab *v, int32_t *ids, uint32_t *n) {
 
 void xg2__trie_free(xg2_trie *t) {
     xg2__free(t->nodes);
+    xg2__free(t->below);
     xg2__free(t->ids);
     memset(t, 0, sizeof *t);
 }
@@ -211,6 +212,12 @@ static int build_entries(const xg2_vocab *v, trie_entry *ents, uint32_t n, xg2_t
         nd->tok_begin = next;
         nd->tok_end = after;
     }
+    /* Byte groups below each node, children first (they follow their parent). */
+    t->below = xg2__calloc(nn, sizeof(uint64_t));
+    if (!t->below) { rc = XG2_NOMEM(); goto out; }
+    for (uint32_t i = nn; i-- > 0;)
+        for (uint32_t ch = i + 1; ch < i + t->nodes[i].subtree; ch += t->nodes[ch].subtree)
+            t->below[i] |= 1ull << xg2__byte_group(t->nodes[ch].byte) | t->below[ch];
 out:
     xg2__free(path);
     xg2__free(tmp);

@@ -25,6 +25,7 @@ typedef struct {
 /* A prefix trie over a subset of the vocabulary, tokens in byte order. */
 typedef struct {
     xg2_trie_node *nodes;
+    uint64_t *below; /* per node: the groups (xg2__byte_group) of the bytes below it */
     uint32_t n_nodes;
     int32_t *ids; /* token ids in byte order */
     uint32_t n_ids;
