@@ -5,10 +5,12 @@
  * whole trie.  A slice is the set of tokens whose bytes are a prefix of a
  * string over one character class; when a parser state provably accepts every
  * string of the class (see maskcache.c), the slice's bitset is taken at once
- * and only the tokens outside it are walked.  Three classes cover the common
+ * and only the tokens outside it are walked.  Five classes cover the common
  * dense states: JSON string characters; "text" (letters, digits, space, any
- * non-ASCII character) for free-text states that exclude punctuation; and
- * ASCII letters and digits, for identifier-like patterns and formats (URI
+ * non-ASCII character) for free-text states that exclude punctuation;
+ * "visible" (the JSON string characters but white space: `\S`, `[^\s]`);
+ * ASCII letters, digits and space (`[\w\s-]`, `[a-zA-Z0-9 ]`); and ASCII
+ * letters and digits, for identifier-like patterns and formats (URI
  * segments, host names, e-mail parts) that allow neither spaces nor non-ASCII.
  */
 #include "fsm.h"
@@ -20,6 +22,12 @@
  * are walked). */
 static const uint32_t json_ranges[] = {0x20, 0x21, 0x23, 0x5B, 0x5D, 0x2027, 0x202A, 0x10FFFF};
 static const uint32_t text_ranges[] = {' ', ' ', '0', '9', 'A', 'Z', 'a', 'z', 0x80, 0x2027, 0x202A, 0x10FFFF};
+/* (without ECMA-262's white space: U+00A0, U+1680, U+2000-U+200A, U+2028/9,
+ * U+202F, U+205F, U+3000, U+FEFF) */
+static const uint32_t visible_ranges[] = {0x21,   0x21,   0x23,   0x5B,   0x5D,   0x9F,   0xA1,   0x167F, 0x1681,
+                                          0x1FFF, 0x200B, 0x2027, 0x202A, 0x202E, 0x2030, 0x205E, 0x2060, 0x2FFF,
+                                          0x3001, 0xFEFE, 0xFF00, 0x10FFFF};
+static const uint32_t wordspace_ranges[] = {' ', ' ', '0', '9', 'A', 'Z', 'a', 'z'};
 static const uint32_t word_ranges[] = {'0', '9', 'A', 'Z', 'a', 'z'};
 
 /* The byte DFA of class*, dense rows. */
@@ -149,6 +157,12 @@ static int build_slice(xg2_vocab *v, const uint32_t *ranges, uint32_t n_ranges, 
 int xg2__slices_build(xg2_vocab *v) {
     int rc = build_slice(v, json_ranges, sizeof json_ranges / sizeof *json_ranges / 2, &v->slices[XG2_SLICE_JSON]);
     if (!rc) rc = build_slice(v, text_ranges, sizeof text_ranges / sizeof *text_ranges / 2, &v->slices[XG2_SLICE_TEXT]);
+    if (!rc)
+        rc = build_slice(v, visible_ranges, sizeof visible_ranges / sizeof *visible_ranges / 2,
+                         &v->slices[XG2_SLICE_VISIBLE]);
+    if (!rc)
+        rc = build_slice(v, wordspace_ranges, sizeof wordspace_ranges / sizeof *wordspace_ranges / 2,
+                         &v->slices[XG2_SLICE_WORDSPACE]);
     if (!rc) rc = build_slice(v, word_ranges, sizeof word_ranges / sizeof *word_ranges / 2, &v->slices[XG2_SLICE_WORD]);
     return rc;
 }

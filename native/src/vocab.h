@@ -55,7 +55,7 @@ typedef struct {
     xg2_trie suffixes;
 } xg2_slice;
 
-enum { XG2_SLICE_JSON, XG2_SLICE_TEXT, XG2_SLICE_WORD, XG2_N_SLICES }; /* widest class first */
+enum { XG2_SLICE_JSON, XG2_SLICE_TEXT, XG2_SLICE_VISIBLE, XG2_SLICE_WORDSPACE, XG2_SLICE_WORD, XG2_N_SLICES }; /* widest first */
 
 struct xg2_vocab {
     int refs;
