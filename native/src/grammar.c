@@ -10,6 +10,7 @@
  *   5. compile lookahead assertions to byte DFAs; compute nullable rules.
  */
 #include <stdio.h>
+#include <pthread.h>
 
 #include "grammar.h"
 
@@ -582,14 +583,24 @@ out:
 
 /* ---- linking ---- */
 
-/* The byte groups wholly inside `bytes` (see xg2__byte_group). */
+/* The bytes of each group (xg2__byte_group), made once. */
+#define XG2_N_GROUPS 43
+static xg2_byteset group_bytes[XG2_N_GROUPS];
+static pthread_once_t group_once = PTHREAD_ONCE_INIT;
+static void make_group_bytes(void) {
+    for (unsigned c = 0; c < 256; c++) byteset_add(&group_bytes[xg2__byte_group(c)], c);
+}
+
+/* The byte groups wholly inside `bytes`. */
 static uint64_t whole_groups(const xg2_byteset *bytes) {
-    uint64_t in = 0, out = 0;
-    for (unsigned c = 0; c < 256; c++) {
-        if (byteset_has(bytes, c)) in |= 1ull << xg2__byte_group(c);
-        else out |= 1ull << xg2__byte_group(c);
+    pthread_once(&group_once, make_group_bytes);
+    uint64_t in = 0;
+    for (unsigned k = 0; k < XG2_N_GROUPS; k++) {
+        const uint64_t *w = group_bytes[k].w;
+        if (!((w[0] & ~bytes->w[0]) | (w[1] & ~bytes->w[1]) | (w[2] & ~bytes->w[2]) | (w[3] & ~bytes->w[3])))
+            in |= 1ull << k;
     }
-    return in & ~out;
+    return in;
 }
 
 /* Link with right-linear regions merged (use_regions; *merged: some region
@@ -739,6 +750,8 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     memset(g->trans, 0xFF, sizeof(uint32_t) * n_trans);
     /* Second pass: transitions, rule edges, flags. */
     uint32_t ref_i = 0;
+    xg2_byteset last_self = {{0}};
+    uint64_t last_groups = 0;
     for (uint32_t r = 0; r < n; r++) {
         xg2_rule *rt = &g->rules[r];
         if (!want[r]) continue;
@@ -766,7 +779,14 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
                     loops = 1;
                 }
             }
-            if (loops && !st->loop && d->roff[s + 1] == d->roff[s]) g->self_groups[rt->start + s] = whole_groups(&self);
+            if (loops && !st->loop && d->roff[s + 1] == d->roff[s]) {
+                /* (string bodies repeat one loop set: keep the last answer) */
+                if (memcmp(&self, &last_self, sizeof self)) {
+                    last_self = self;
+                    last_groups = whole_groups(&self);
+                }
+                g->self_groups[rt->start + s] = last_groups;
+            }
             st->ref_off = ref_i;
             uint32_t nr = d->roff[s + 1] - d->roff[s];
             if (nr > UINT16_MAX) { rc = xg2__fail(XG2_ERR_LIMIT, "a state of rule \"%s\" has more than 65535 rule edges", xg2__ir_name(ir, r)); goto out; }
