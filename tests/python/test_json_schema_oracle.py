@@ -141,8 +141,10 @@ def test_bounded_string_masks_match_matcher(deepseek, mistral, case):
 # Dense string states that take a token slice: a pattern's "." (no line
 # terminators: the JSON and text slices leave U+2028/U+2029 out for it), an
 # identifier class (the ASCII letters-and-digits slice), a URL-like path class
-# (no slice fits; the trie walk), and a plain string holding U+2028 (the slice
-# applies; the few tokens with that character are walked).
+# (no slice fits; the trie walk), a plain string holding U+2028 (the slice
+# applies; the few tokens with that character are walked), "\S" (the visible
+# slice), letters, digits and space (their slice), and lower-case classes no
+# slice fits (the walk takes whole trie subtrees whose bytes the state loops on).
 PATTERNS = [
     ({"type": "string", "pattern": "^https://example.org/api/.*$"},
      ["https://example.org/api/organisations/organisation_1", "https://example.org/api/ünï cødé, \"q\""]),
@@ -151,6 +153,11 @@ PATTERNS = [
      ["https://en.wikipedia.org/wiki/Color", "example.com/a b/c.d"]),
     ({"type": "object", "properties": {"s": {"type": "string"}, "p": {"type": "string", "pattern": "^.*$"}}},
      [{"s": "line\u2028sep\u2029end", "p": "any text but newlines"}]),
+    ({"type": "string", "pattern": "^\\S+$"}, ["no_spaces-here/ünïcødé,\"q\"", "a"]),
+    ({"type": "string", "pattern": "^[a-zA-Z0-9 ]+$"}, ["Hello World 42", "x"]),
+    ({"type": "string", "pattern": "^[a-z\\d.+-]+$"}, ["pkg.name+v1-2", "z"]),
+    ({"type": "object", "properties": {"k": {"type": "string", "pattern": "^([a-z]|[ ])*$"}}},
+     [{"k": "lower case words only"}, {"k": ""}]),
 ]
 
 
