@@ -20,7 +20,10 @@
  */
 #include "maskcache.h"
 
-#define SLICE_PAIR_LIMIT 512
+#define SLICE_PAIR_LIMIT 1024 /* product pairs a containment proof may visit (a 250-char key chain: 744) */
+#define BOUNDED_WORK_LIMIT 512 /* configurations a bounded-run proof may expand */
+
+static uint32_t through_tail_calls(const xg2_grammar *g, uint32_t s);
 
 XG2_HIDDEN int xg2__parser_reinit_local(xg2_parser *p, uint32_t state, uint32_t count);
 
@@ -81,7 +84,7 @@ static inline void pair_bytes(const xg2_grammar *g, const xg2_slice *s, uint32_t
 
 /* Is every string over the slice's class alive from DFA state q (with the
  * item's loop count)?  A walk of the product of the slice automaton and the
- * rule's byte edges.  Counts are not tracked, so the walk gives up when they
+ * rule's byte edges, tail calls followed into the callee.  Counts are not tracked, so the walk gives up when they
  * could matter: the item's loop near its maximum, leaving the loop before its
  * minimum, or entering a loop. */
 static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, const xg2_slice *s, uint32_t q, uint32_t count) {
@@ -96,7 +99,7 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, const xg2_s
      * a per-thread table, its used slots cleared on the way out (clearing it
      * all would cost more than most walks) */
     static __thread uint64_t seen[2 * SLICE_PAIR_LIMIT];
-    uint32_t used[SLICE_PAIR_LIMIT], stack_a[SLICE_PAIR_LIMIT], stack_q[SLICE_PAIR_LIMIT];
+    static __thread uint32_t used[SLICE_PAIR_LIMIT], stack_a[SLICE_PAIR_LIMIT], stack_q[SLICE_PAIR_LIMIT];
     uint32_t n_seen = 1, sp = 0;
     int ok = 1;
     used[0] = (uint32_t)xg2__mix64(0, q) & (2 * SLICE_PAIR_LIMIT - 1);
@@ -113,6 +116,8 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, const xg2_s
         FOR_BYTES(c, bytes) {
             uint32_t t = xg2__step(g, r, (uint8_t)c);
             if (t == XG2_NONE) { ok = 0; goto done; }
+            /* a state that only tail-calls a rule goes on in the callee (as the walk does) */
+            if (!(g->states[t].flags & SF_BYTES)) t = through_tail_calls(g, t);
             uint32_t lr = g->states[r].loop, lt = g->states[t].loop;
             if (lr & 1 && !byteset_has(&g->loops[(lr >> 1) - 1].first, (unsigned)c)) { /* leaves the loop */
                 if (!may_leave || lt) { ok = 0; goto done; }
@@ -267,7 +272,7 @@ static int slice_bounded(const xg2_grammar *g, const xg2_slice *s, uint32_t q, u
             st_n[sp++] = cur_n[i];
         }
         while (sp) {
-            if (++work > SLICE_PAIR_LIMIT) return 0; /* a long automaton: not worth proving */
+            if (++work > BOUNDED_WORK_LIMIT) return 0; /* a long automaton: not worth proving */
             sp--;
             uint32_t a = st_a[sp], t = st_t[sp], n = st_n[sp];
             /* the rule may end here with a class byte next: tokens could be uncertain */
