@@ -63,6 +63,9 @@ struct xg2_grammar {
     xg2_byteset *class_cuts; /* per class map (cls / 256): the bytes that start a class run */
     uint64_t *self_groups;   /* per state: the byte groups (xg2__byte_group) it loops on, whole,
                               * outside counted loops and rule edges; 0 if none */
+    uint8_t *contained;      /* per state, bit k: slice k proven contained from it (maskcache.c;
+                              * set by mask walks, atomically: a memo, not part of the grammar) */
+    uint8_t *proof_big;      /* per rule, bit k: a proof of slice k there ran out of pairs (the same) */
     xg2_ref *refs_tab;
     uint32_t n_refs;
     /* Lookahead assertions: byte DFAs, 256 entries per state, -1 = dead. */

@@ -20,7 +20,12 @@
  */
 #include "maskcache.h"
 
-#define SLICE_PAIR_LIMIT 1024 /* product pairs a containment proof may visit (a 250-char key chain: 744) */
+/* Product pairs a containment proof may visit: a long automaton (a searched
+ * pattern with a minimum length: 3,600 states) proves once and its states are
+ * remembered; after a proof in a rule runs out, the rule's other states get the
+ * small limit. */
+#define SLICE_PAIR_LIMIT 4096
+#define SLICE_PAIR_LIMIT_SMALL 512
 #define BOUNDED_WORK_LIMIT 512 /* configurations a bounded-run proof may expand */
 
 static uint32_t through_tail_calls(const xg2_grammar *g, uint32_t s);
@@ -87,9 +92,11 @@ static inline void pair_bytes(const xg2_grammar *g, const xg2_slice *s, uint32_t
  * rule's byte edges, tail calls followed into the callee.  Counts are not tracked, so the walk gives up when they
  * could matter: the item's loop near its maximum, leaving the loop before its
  * minimum, or entering a loop. */
-static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, const xg2_slice *s, uint32_t q, uint32_t count) {
+static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, int k, uint32_t q, uint32_t count) {
+    const xg2_slice *s = &v->slices[k];
     uint32_t loop = g->states[q].loop >> 1;
     int may_leave = 1;
+    if (__atomic_load_n(&g->contained[q], __ATOMIC_RELAXED) >> k & 1) return 1;
     if (loop) {
         const xg2_loop *l = &g->loops[loop - 1];
         if (l->max >= 0 && (uint32_t)l->max - count < xg2__count_far(v)) return 0;
@@ -100,7 +107,8 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, const xg2_s
      * all would cost more than most walks) */
     static __thread uint64_t seen[2 * SLICE_PAIR_LIMIT];
     static __thread uint32_t used[SLICE_PAIR_LIMIT], stack_a[SLICE_PAIR_LIMIT], stack_q[SLICE_PAIR_LIMIT];
-    uint32_t n_seen = 1, sp = 0;
+    uint32_t n_seen = 1, sp = 0, rule = g->states[q].rule;
+    uint32_t limit = __atomic_load_n(&g->proof_big[rule], __ATOMIC_RELAXED) >> k & 1 ? SLICE_PAIR_LIMIT_SMALL : SLICE_PAIR_LIMIT;
     int ok = 1;
     used[0] = (uint32_t)xg2__mix64(0, q) & (2 * SLICE_PAIR_LIMIT - 1);
     seen[used[0]] = (uint64_t)q + 1;
@@ -129,7 +137,11 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, const xg2_s
             uint32_t h = (uint32_t)xg2__mix64(0, key - 1) & (2 * SLICE_PAIR_LIMIT - 1);
             while (seen[h] && seen[h] != key) h = (h + 1) & (2 * SLICE_PAIR_LIMIT - 1);
             if (seen[h]) continue;
-            if (n_seen == SLICE_PAIR_LIMIT) { ok = 0; goto done; }
+            if (n_seen == limit) {
+                if (limit == SLICE_PAIR_LIMIT) __atomic_fetch_or(&g->proof_big[rule], (uint8_t)(1u << k), __ATOMIC_RELAXED);
+                ok = 0;
+                goto done;
+            }
             seen[h] = key;
             used[n_seen++] = h;
             stack_a[sp] = (uint32_t)row[c];
@@ -137,7 +149,14 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, const xg2_s
         }
     }
 done:
-    for (uint32_t i = 0; i < n_seen; i++) seen[used[i]] = 0;
+    for (uint32_t i = 0; i < n_seen; i++) {
+        /* Outside loops, every state the proof met at a character boundary is
+         * contained too (all it leads to was checked): remember them, so the
+         * states of a long automaton prove at once after the first. */
+        uint64_t key = seen[used[i]] - 1;
+        if (ok && !loop && !(key >> 32)) __atomic_fetch_or(&g->contained[(uint32_t)key], (uint8_t)(1u << k), __ATOMIC_RELAXED);
+        seen[used[i]] = 0;
+    }
     return ok;
 }
 
@@ -881,7 +900,7 @@ static int walk_from(const walker *base, const xg2_vocab *v, uint32_t q0, uint32
             if (ends) w.cand_from = 1;
             break;
         }
-        if (slice_contained(g, v, s, q0, n0)) {
+        if (slice_contained(g, v, k, q0, n0)) {
             for (size_t i = 0; i < v->words; i++) acc[i] |= s->all[i];
             t = &s->rest;
             break;
