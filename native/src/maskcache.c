@@ -359,6 +359,10 @@ typedef struct {
     uint32_t nest_rule;   /* that item's rule */
     int nest_root;        /* that item is the root item itself */
     uint32_t nest_base;   /* the rule nested from depth 0 (see call_only), or XG2_NONE */
+    /* A lone item iterating the unit child of a counted repetition (see
+     * unit_child): the repetition, and its count where the nesting began; the
+     * iterations since are cs[d].  XG2_NONE: not iterating. */
+    uint32_t nest_rep, nest_rep_base, rep_count0;
     uint32_t *qs;        /* DFA state per depth */
     uint32_t *cs;        /* loop count per depth */
     uint8_t *cand;       /* cand[d]: some token through depth d may be uncertain */
@@ -374,6 +378,29 @@ typedef struct {
 } walker;
 
 #define XG2_SET_MAX 64
+
+/* One byte of the lone item iterating a unit child (see unit_child; at q, k
+ * iterations since the nesting began): 1 alive at (*s, *n), 0 refused, -1 the
+ * parser takes over (the repetition may end here and c may follow it). */
+static int rep_step(const walker *w, uint32_t q, uint32_t k, uint8_t c, uint32_t *s, uint32_t *n) {
+    const xg2_grammar *g = w->g;
+    const xg2_rule *rt = &g->rules[w->nest_rep];
+    uint32_t start = g->rules[rt->child].start, total = w->rep_count0 + k;
+    if (q == start) {
+        if (total >= (uint32_t)rt->min && byteset_has(&g->follow[w->nest_rep], c)) return -1;
+        if (rt->max >= 0 && total >= (uint32_t)rt->max) return 0;
+    }
+    uint32_t t = xg2__step(g, q, c);
+    if (t == XG2_NONE) return 0;
+    if (g->states[t].flags & SF_FINAL) { /* an iteration ends: back between iterations */
+        *s = start;
+        *n = k + 1;
+    } else {
+        *s = t;
+        *n = k;
+    }
+    return 1;
+}
 
 /* One DFA step of an item at q with loop count `count` on byte c: 1 with the
  * target state and count, or 0 if the byte (or a counted loop) refuses it. */
@@ -425,6 +452,32 @@ static int nestable(const xg2_grammar *g, uint32_t r) {
     return plain_rule(g, r) && is_pure(g, g->rules[r].start);
 }
 
+/* The child of counted repetition r if its iterations can be stepped as one
+ * automaton that wraps around: a plain rule of byte edges only (no calls, no
+ * counted loops), not empty, that ends only where no byte goes on and never
+ * comes back to its start -- so its start is exactly "between iterations", and
+ * reaching an end is exactly one more iteration.  Else XG2_NONE. */
+static uint32_t unit_child(const xg2_grammar *g, uint32_t r) {
+    const xg2_rule *rt = &g->rules[r];
+    if (rt->kind != RK_REPEAT || !plain_rule(g, rt->child)) return XG2_NONE;
+    const xg2_rule *c = &g->rules[rt->child];
+    if (c->n_states > 256) return XG2_NONE;
+    uint32_t ncls = (uint32_t)g->classmaps[g->states[c->start].cls + 255] + 1;
+    for (uint32_t s = c->start; s < c->start + c->n_states; s++) {
+        const xg2_state *st = &g->states[s];
+        if ((st->flags & (SF_REFS | SF_REPEAT)) || st->loop) return XG2_NONE;
+        if ((st->flags & SF_FINAL) && (s == c->start || (st->flags & SF_BYTES))) return XG2_NONE;
+        for (uint32_t k = 0; k < ncls; k++)
+            if (g->trans[st->row + k] == c->start) return XG2_NONE;
+    }
+    return rt->child;
+}
+
+/* A callee a walk can nest into: a plain rule, or a repetition of a unit child. */
+static int walkable(const xg2_grammar *g, uint32_t r) {
+    return nestable(g, r) || unit_child(g, r) != XG2_NONE;
+}
+
 /* A state that only calls one rule (no byte edges, no end): all its tokens
  * start inside that rule -- nested from depth 0, as after a push (nest_item),
  * since the item itself moves only when the callee completes.  Returns the
@@ -433,7 +486,7 @@ static uint32_t call_only(const xg2_grammar *g, uint32_t q) {
     const xg2_state *st = &g->states[q];
     if ((st->flags & (SF_BYTES | SF_FINAL | SF_REPEAT)) || st->ref_n != 1) return XG2_NONE;
     uint32_t r = g->refs_tab[st->ref_off].rule;
-    return nestable(g, r) ? r : XG2_NONE;
+    return walkable(g, r) ? r : XG2_NONE;
 }
 
 /* A state whose only move is a tail call of a plain rule (as between the
@@ -642,6 +695,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             w->nest_from = 0;
             w->nest_rule = w->nest_base;
             w->nest_root = 0;
+            w->nest_rep = w->nest_rep_base;
         }
         if (w->earley_from != UINT32_MAX) {
             if (d - 1 < w->earley_from) {
@@ -670,12 +724,19 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             }
         }
         if (w->nest_from != UINT32_MAX) { /* a lone item inside a called rule */
-            uint32_t q = w->qs[d - 1], s, n;
-            int at_end = ends_rule(g, q, w->cs[d - 1]);
-            int handover = at_end && !w->nest_root && byteset_has(&g->follow[w->nest_rule], c);
-            if (!handover && !item_step(g, q, w->cs[d - 1], c, &s, &n)) {
+            uint32_t q = w->qs[d - 1], s = XG2_NONE, n = 0;
+            int step; /* 1 alive at (s, n), 0 refused, -1 the parser takes over */
+            if (w->nest_rep != XG2_NONE)
+                step = rep_step(w, q, w->cs[d - 1], c, &s, &n);
+            else if (ends_rule(g, q, w->cs[d - 1]) && !w->nest_root && byteset_has(&g->follow[w->nest_rule], c))
+                step = -1;
+            else if (!item_step(g, q, w->cs[d - 1], c, &s, &n))
+                step = 0;
+            else
+                step = is_pure(g, s) || is_pure(g, s = through_tail_calls(g, s)) ? 1 : -1;
+            if (step == 0) {
                 alive = 0;
-            } else if (!handover && (is_pure(g, s) || is_pure(g, s = through_tail_calls(g, s)))) {
+            } else if (step == 1) {
                 if (nd->subtree > 1 && !(t->below[i] & ~g->self_groups[s])) {
                     /* s loops on every byte below: the whole subtree is accepted
                      * (the item is in the parser's set: a handover below would
@@ -735,6 +796,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
                 w->comp[d] = (uint8_t)w->p->root_done;
                 uint32_t n, q = nest_item(w->p, &n, &w->nest_rule, &w->nest_root);
                 if (q != XG2_NONE) {
+                    w->nest_rep = XG2_NONE;
                     w->nest_from = d;
                     w->qs[d] = q;
                     w->cs[d] = n;
@@ -853,7 +915,7 @@ static uint32_t split_callees(const xg2_grammar *g, uint32_t q, uint32_t *callee
         uint32_t r = g->refs_tab[j].rule, k = 0;
         while (k < n && callees[k] != r) k++;
         if (k < n) continue;
-        if (n == XG2_SPLIT_MAX || !nestable(g, r)) return 0;
+        if (n == XG2_SPLIT_MAX || !walkable(g, r)) return 0;
         callees[n++] = r;
     }
     return n;
@@ -870,17 +932,26 @@ static int walk_from(const walker *base, const xg2_vocab *v, uint32_t q0, uint32
     w.comp[0] = w.cand[0] = 0;
     const xg2_trie *t = &v->trie;
     const xg2_byteset *follow0 = w.follow;
+    uint32_t child = callee != XG2_NONE && g->rules[callee].kind == RK_REPEAT ? unit_child(g, callee) : XG2_NONE;
     if (callee != XG2_NONE) {
-        q0 = g->rules[callee].start;
-        n0 = 0;
         follow0 = &g->follow[callee];
         w.earley_from = 0;
         w.nest_from = 0;
         w.nest_rule = w.nest_base = callee;
+        if (child != XG2_NONE) { /* iterating the child: its count goes on from the item's, if that is the repetition */
+            w.rep_count0 = q0 == g->rules[callee].start ? n0 : 0;
+            w.nest_rep = w.nest_rep_base = callee;
+            w.nest_rule = w.nest_base = child;
+            callee = child;
+        }
+        q0 = g->rules[callee].start;
+        n0 = 0;
     }
     w.qs[0] = q0;
     w.cs[0] = n0;
-    for (int k = 0; k < XG2_N_SLICES && is_pure(g, q0); k++) {
+    /* (no slices for a wrapping child: its automaton alone would refuse what
+     * the next iteration takes) */
+    for (int k = 0; k < XG2_N_SLICES && is_pure(g, q0) && child == XG2_NONE; k++) {
         const xg2_slice *s = &v->slices[k];
         if (!s->rest.nodes) continue;
         int ends;
@@ -906,7 +977,7 @@ static int walk_from(const walker *base, const xg2_vocab *v, uint32_t q0, uint32
             break;
         }
     }
-    for (int k = 0; k < XG2_N_SLICES && t == &v->trie && is_pure(g, q0); k++) {
+    for (int k = 0; k < XG2_N_SLICES && t == &v->trie && is_pure(g, q0) && child == XG2_NONE; k++) {
         const xg2_slice *s = &v->slices[k];
         uint32_t r;
         if (!s->rest.nodes || !slice_bounded(g, s, q0, n0, follow0, &r)) continue;
@@ -930,7 +1001,8 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     memset(ws->cand, 0, depth);
     memset(ws->comp, 0, depth);
     ws->unc.n = 0;
-    walker w = {.g = g, .p = &ws->p, .earley_from = UINT32_MAX, .nest_from = UINT32_MAX, .nest_base = XG2_NONE, .qs = ws->qs,
+    walker w = {.g = g, .p = &ws->p, .earley_from = UINT32_MAX, .nest_from = UINT32_MAX, .nest_base = XG2_NONE,
+                .nest_rep = XG2_NONE, .nest_rep_base = XG2_NONE, .qs = ws->qs,
                 .cs = ws->cs, .cand = ws->cand, .comp = ws->comp, .path = ws->path,
                 .follow = &g->follow[g->states[it->state].rule], .cand_from = 2,
                 .set_from = UINT32_MAX, .set_q = ws->set_q, .set_n = ws->set_n, .set_r = ws->set_r,
@@ -951,6 +1023,8 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     uint32_t q0 = it->state, callees[XG2_SPLIT_MAX], n_split;
     if (is_pure(g, q0)) {
         rc = walk_from(&w, v, q0, it->count, XG2_NONE, acc, &ws->unc);
+    } else if ((g->states[q0].flags & SF_REPEAT) && unit_child(g, g->states[q0].rule) != XG2_NONE) {
+        rc = walk_from(&w, v, q0, it->count, g->states[q0].rule, acc, &ws->unc); /* its iterations, nested */
     } else if ((callees[0] = call_only(g, q0)) != XG2_NONE) {
         rc = walk_from(&w, v, q0, it->count, callees[0], acc, &ws->unc);
     } else if ((n_split = split_callees(g, q0, callees))) {

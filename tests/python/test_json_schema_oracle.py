@@ -205,7 +205,9 @@ def test_right_linear_string_masks_match_matcher(deepseek, mistral, case):
 # keys (any string but those names); keys of two long patterns beside a declared
 # name.  Their masks come from one walk per way in (the state's own bytes, then
 # each callee from its start), merged; the parser, based at the key state, takes
-# over where they meet.
+# over where they meet.  The last: keys matching a counted class (a repetition of
+# a one-character rule, iterated by the walk with its count) beside every other key
+# (the pattern's complement).
 SPLITS = [
     ({"type": "object", "properties": {"concurrent": {"type": "boolean"}, "chunkSize": {"type": "number"}},
       "additionalProperties": {"type": ["string", "array"]}},
@@ -214,6 +216,10 @@ SPLITS = [
       "patternProperties": {"^[a-z][a-z0-9_]{1,80}$": {"type": "string"}, "^[0-9][0-9a-f]{1,80}$": {"type": "boolean"}},
       "additionalProperties": False},
      [{"ID": 1, "ids": "x", "42": True, "0ff": False}, {"007": False, "i_d": "y"}]),
+    ({"type": "object", "minProperties": 1,
+      "patternProperties": {"^[a-zA-Z0-9_-]{0,210}$": {"anyOf": [{"type": "integer"}, {"type": "array"}]}},
+      "additionalProperties": {"type": "string"}},
+     [{"key1": 1, "a-b_c": [2], "": 3, "has space": "t", "Counted_Key-With_Many-Iterations": 5}]),
 ]
 
 
