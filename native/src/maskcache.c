@@ -363,6 +363,9 @@ typedef struct {
      * unit_child): the repetition, and its count where the nesting began; the
      * iterations since are cs[d].  XG2_NONE: not iterating. */
     uint32_t nest_rep, nest_rep_base, rep_count0;
+    int rep_root;             /* the repetition is the root item: its ends mark comp[] */
+    uint64_t rep_unit_groups; /* byte groups each of whose bytes is a whole iteration */
+    uint32_t rep_far;         /* iterations left beyond which no token can reach the bound */
     uint32_t *qs;        /* DFA state per depth */
     uint32_t *cs;        /* loop count per depth */
     uint8_t *cand;       /* cand[d]: some token through depth d may be uncertain */
@@ -381,13 +384,14 @@ typedef struct {
 
 /* One byte of the lone item iterating a unit child (see unit_child; at q, k
  * iterations since the nesting began): 1 alive at (*s, *n), 0 refused, -1 the
- * parser takes over (the repetition may end here and c may follow it). */
+ * parser takes over (a called repetition may end here and c may follow it; the
+ * root's ends are marked in comp[] instead, as in the plain walk). */
 static int rep_step(const walker *w, uint32_t q, uint32_t k, uint8_t c, uint32_t *s, uint32_t *n) {
     const xg2_grammar *g = w->g;
     const xg2_rule *rt = &g->rules[w->nest_rep];
     uint32_t start = g->rules[rt->child].start, total = w->rep_count0 + k;
     if (q == start) {
-        if (total >= (uint32_t)rt->min && byteset_has(&g->follow[w->nest_rep], c)) return -1;
+        if (!w->rep_root && total >= (uint32_t)rt->min && byteset_has(&g->follow[w->nest_rep], c)) return -1;
         if (rt->max >= 0 && total >= (uint32_t)rt->max) return 0;
     }
     uint32_t t = xg2__step(g, q, c);
@@ -737,7 +741,13 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             if (step == 0) {
                 alive = 0;
             } else if (step == 1) {
-                if (nd->subtree > 1 && !(t->below[i] & ~g->self_groups[s])) {
+                uint64_t loops = g->self_groups[s];
+                if (w->nest_rep != XG2_NONE && s == g->rules[g->rules[w->nest_rep].child].start) {
+                    /* between iterations: bytes that are whole iterations loop, while the bound is far */
+                    int32_t max = g->rules[w->nest_rep].max;
+                    loops = max < 0 || (uint64_t)max >= (uint64_t)w->rep_count0 + n + w->rep_far ? w->rep_unit_groups : 0;
+                }
+                if (nd->subtree > 1 && !(t->below[i] & ~loops)) {
                     /* s loops on every byte below: the whole subtree is accepted
                      * (the item is in the parser's set: a handover below would
                      * keep this path alive) */
@@ -754,7 +764,11 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
                 /* A called rule that ends here may end the root too; but the
                  * next byte is then outside FOLLOW (else the parser takes
                  * over), which contains what may follow the root. */
-                w->comp[d] = (uint8_t)(w->nest_root && ends_rule(g, s, n));
+                if (w->nest_rep != XG2_NONE)
+                    w->comp[d] = (uint8_t)(w->rep_root && s == g->rules[g->rules[w->nest_rep].child].start &&
+                                           (uint64_t)w->rep_count0 + n >= (uint64_t)g->rules[w->nest_rep].min);
+                else
+                    w->comp[d] = (uint8_t)(w->nest_root && ends_rule(g, s, n));
             } else { /* the parser takes over again: give it the bytes stepped so far */
                 for (uint32_t k = w->nest_from + 1; k < d; k++) {
                     int r = xg2__parser_push(w->p, w->path[k]);
@@ -939,9 +953,18 @@ static int walk_from(const walker *base, const xg2_vocab *v, uint32_t q0, uint32
         w.nest_from = 0;
         w.nest_rule = w.nest_base = callee;
         if (child != XG2_NONE) { /* iterating the child: its count goes on from the item's, if that is the repetition */
-            w.rep_count0 = q0 == g->rules[callee].start ? n0 : 0;
+            w.rep_root = q0 == g->rules[callee].start;
+            w.rep_count0 = w.rep_root ? n0 : 0;
             w.nest_rep = w.nest_rep_base = callee;
             w.nest_rule = w.nest_base = child;
+            uint64_t in = 0, out = 0;
+            for (unsigned c = 0; c < 256; c++) {
+                uint32_t t1 = xg2__step(g, g->rules[child].start, (uint8_t)c);
+                if (t1 != XG2_NONE && (g->states[t1].flags & SF_FINAL)) in |= 1ull << xg2__byte_group(c);
+                else out |= 1ull << xg2__byte_group(c);
+            }
+            w.rep_unit_groups = in & ~out;
+            w.rep_far = v->max_token_len;
             callee = child;
         }
         q0 = g->rules[callee].start;
