@@ -65,7 +65,7 @@ struct xg2_grammar {
                               * outside counted loops and rule edges; 0 if none */
     uint8_t *contained;      /* per state, bit k: slice k proven contained from it (maskcache.c;
                               * set by mask walks, atomically: a memo, not part of the grammar) */
-    uint8_t *proof_big;      /* per rule, bit k: a proof of slice k there ran out of pairs (the same) */
+    uint8_t *proofs_spent;   /* one byte, bit k: a proof of slice k ran out of pairs (the same) */
     xg2_ref *refs_tab;
     uint32_t n_refs;
     /* Lookahead assertions: byte DFAs, 256 entries per state, -1 = dead. */

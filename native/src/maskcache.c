@@ -21,11 +21,12 @@
 #include "maskcache.h"
 
 /* Product pairs a containment proof may visit: a long automaton (a searched
- * pattern with a minimum length: 3,600 states) proves once and its states are
- * remembered; after a proof in a rule runs out, the rule's other states get the
- * small limit. */
-#define SLICE_PAIR_LIMIT 4096
+ * pattern with a minimum length: 3,600 states; a 250-character key chain)
+ * proves once and its states are remembered; after a proof of a slice runs out
+ * in a grammar, its other proofs of that slice get the small limit. */
+#define SLICE_PAIR_LIMIT 6144
 #define SLICE_PAIR_LIMIT_SMALL 512
+#define SLICE_SEEN_SLOTS 16384 /* the proof's hash set: a power of two, over twice the limit */
 #define BOUNDED_WORK_LIMIT 512 /* configurations a bounded-run proof may expand */
 
 static uint32_t through_tail_calls(const xg2_grammar *g, uint32_t s);
@@ -102,15 +103,15 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, int k, uint
         if (l->max >= 0 && (uint32_t)l->max - count < xg2__count_far(v)) return 0;
         may_leave = count >= (uint32_t)l->min;
     }
-    /* seen pairs: open addressing (keys + 1; 0 = empty), twice the pair limit;
+    /* seen pairs: open addressing (keys + 1; 0 = empty), over twice the pair limit;
      * a per-thread table, its used slots cleared on the way out (clearing it
      * all would cost more than most walks) */
-    static __thread uint64_t seen[2 * SLICE_PAIR_LIMIT];
+    static __thread uint64_t seen[SLICE_SEEN_SLOTS];
     static __thread uint32_t used[SLICE_PAIR_LIMIT], stack_a[SLICE_PAIR_LIMIT], stack_q[SLICE_PAIR_LIMIT];
-    uint32_t n_seen = 1, sp = 0, rule = g->states[q].rule;
-    uint32_t limit = __atomic_load_n(&g->proof_big[rule], __ATOMIC_RELAXED) >> k & 1 ? SLICE_PAIR_LIMIT_SMALL : SLICE_PAIR_LIMIT;
+    uint32_t n_seen = 1, sp = 0;
+    uint32_t limit = __atomic_load_n(g->proofs_spent, __ATOMIC_RELAXED) >> k & 1 ? SLICE_PAIR_LIMIT_SMALL : SLICE_PAIR_LIMIT;
     int ok = 1;
-    used[0] = (uint32_t)xg2__mix64(0, q) & (2 * SLICE_PAIR_LIMIT - 1);
+    used[0] = (uint32_t)xg2__mix64(0, q) & (SLICE_SEEN_SLOTS - 1);
     seen[used[0]] = (uint64_t)q + 1;
     stack_a[sp] = 0;
     stack_q[sp++] = q;
@@ -134,11 +135,11 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, int k, uint
                 goto done;
             }
             uint64_t key = ((uint64_t)row[c] << 32 | t) + 1;
-            uint32_t h = (uint32_t)xg2__mix64(0, key - 1) & (2 * SLICE_PAIR_LIMIT - 1);
-            while (seen[h] && seen[h] != key) h = (h + 1) & (2 * SLICE_PAIR_LIMIT - 1);
+            uint32_t h = (uint32_t)xg2__mix64(0, key - 1) & (SLICE_SEEN_SLOTS - 1);
+            while (seen[h] && seen[h] != key) h = (h + 1) & (SLICE_SEEN_SLOTS - 1);
             if (seen[h]) continue;
             if (n_seen == limit) {
-                if (limit == SLICE_PAIR_LIMIT) __atomic_fetch_or(&g->proof_big[rule], (uint8_t)(1u << k), __ATOMIC_RELAXED);
+                if (limit == SLICE_PAIR_LIMIT) __atomic_fetch_or(g->proofs_spent, (uint8_t)(1u << k), __ATOMIC_RELAXED);
                 ok = 0;
                 goto done;
             }
