@@ -13,10 +13,14 @@
  * automata involved, a set of configurations per depth; other states that call
  * rules are walked nested inside each callee from its start (and over their own
  * byte edges), one walk per way in, the parser taking over at the callees' ends.
+ * A counted repetition of a one-piece child is nested into as the child's
+ * automaton wrapping around, with its count.
  *
  * Dense states are sped up by slices: if every string over a slice's class is
- * alive from the item's state (a product walk of the two automata), the
- * slice's tokens are accepted in bulk and only the rest are walked.
+ * alive from the item's state (a product walk of the two automata, remembered
+ * for every state it meets), the slice's tokens are accepted in bulk and only
+ * the rest are walked; and a trie subtree whose bytes the current state loops
+ * on is taken whole.
  */
 #include "maskcache.h"
 
