@@ -591,8 +591,7 @@ static void make_group_bytes(void) {
     for (unsigned c = 0; c < 256; c++) byteset_add(&group_bytes[xg2__byte_group(c)], c);
 }
 
-/* The byte groups wholly inside `bytes`. */
-static uint64_t whole_groups(const xg2_byteset *bytes) {
+uint64_t xg2__whole_groups(const xg2_byteset *bytes) {
     pthread_once(&group_once, make_group_bytes);
     uint64_t in = 0;
     for (unsigned k = 0; k < XG2_N_GROUPS; k++) {
@@ -785,7 +784,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
                 /* (string bodies repeat one loop set: keep the last answer) */
                 if (memcmp(&self, &last_self, sizeof self)) {
                     last_self = self;
-                    last_groups = whole_groups(&self);
+                    last_groups = xg2__whole_groups(&self);
                 }
                 g->self_groups[rt->start + s] = last_groups;
             }

@@ -87,6 +87,8 @@ struct xg2_grammar {
 };
 
 XG2_HIDDEN void xg2__grammar_retain(const xg2_grammar *g);
+/* The byte groups (xg2__byte_group) wholly inside `bytes`: a set's 64-bit summary. */
+XG2_HIDDEN uint64_t xg2__whole_groups(const xg2_byteset *bytes);
 
 static inline uint32_t xg2__step(const xg2_grammar *g, uint32_t s, uint8_t c) {
     const xg2_state *st = &g->states[s];

@@ -368,6 +368,7 @@ typedef struct {
      * unit_child): the repetition, and its count where the nesting began; the
      * iterations since are cs[d].  XG2_NONE: not iterating. */
     uint32_t nest_rep, nest_rep_base, rep_count0;
+    uint32_t rep_start;       /* the child's start: "between iterations" */
     int rep_root;             /* the repetition is the root item: its ends mark comp[] */
     uint64_t rep_unit_groups; /* byte groups each of whose bytes is a whole iteration */
     uint32_t rep_far;         /* iterations left beyond which no token can reach the bound */
@@ -394,7 +395,7 @@ typedef struct {
 static int rep_step(const walker *w, uint32_t q, uint32_t k, uint8_t c, uint32_t *s, uint32_t *n) {
     const xg2_grammar *g = w->g;
     const xg2_rule *rt = &g->rules[w->nest_rep];
-    uint32_t start = g->rules[rt->child].start, total = w->rep_count0 + k;
+    uint32_t start = w->rep_start, total = w->rep_count0 + k;
     if (q == start) {
         if (!w->rep_root && total >= (uint32_t)rt->min && byteset_has(&g->follow[w->nest_rep], c)) return -1;
         if (rt->max >= 0 && total >= (uint32_t)rt->max) return 0;
@@ -518,6 +519,14 @@ static uint32_t through_tail_calls(const xg2_grammar *g, uint32_t s) {
 }
 
 typedef VEC(int32_t) i32vec;
+
+/* Set the bits of tokens ids[from .. to) in acc. */
+static inline void accept_tokens(uint32_t *acc, const int32_t *ids, uint32_t from, uint32_t to) {
+    for (uint32_t k = from; k < to; k++) {
+        uint32_t id = (uint32_t)ids[k];
+        acc[id >> 5] |= 1u << (id & 31);
+    }
+}
 
 static __thread uint32_t set_stamp, h_stamp[4 * XG2_SET_MAX], h_q[4 * XG2_SET_MAX], h_n[4 * XG2_SET_MAX],
     h_r[4 * XG2_SET_MAX], set_work;
@@ -660,10 +669,7 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
         }
         if (nd->subtree > 1 && !(t->below[i] & ~g->self_groups[s])) {
             /* s loops on every byte below: the whole subtree is accepted */
-            for (uint32_t k = nd->tok_begin; k < nd->tok_end; k++) {
-                uint32_t id = (uint32_t)ids[k];
-                acc[id >> 5] |= 1u << (id & 31);
-            }
+            accept_tokens(acc, ids, nd->tok_begin, nd->tok_end);
             i += nd->subtree;
             continue;
         }
@@ -672,10 +678,7 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
         cs[d] = n;
         comp[d] = (ss->flags & SF_FINAL) && xg2__loop_may_end(g, s, n);
         cand[d] = cd;
-        for (uint32_t k = nd->tok_begin; k < (uint32_t)nd->tok_begin + nd->tok_count; k++) {
-            uint32_t id = (uint32_t)ids[k];
-            acc[id >> 5] |= 1u << (id & 31);
-        }
+        accept_tokens(acc, ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
         i++;
     }
     return i;
@@ -747,7 +750,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
                 alive = 0;
             } else if (step == 1) {
                 uint64_t loops = g->self_groups[s];
-                if (w->nest_rep != XG2_NONE && s == g->rules[g->rules[w->nest_rep].child].start) {
+                if (w->nest_rep != XG2_NONE && s == w->rep_start) {
                     /* between iterations: bytes that are whole iterations loop, while the bound is far */
                     int32_t max = g->rules[w->nest_rep].max;
                     loops = max < 0 || (uint64_t)max >= (uint64_t)w->rep_count0 + n + w->rep_far ? w->rep_unit_groups : 0;
@@ -756,10 +759,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
                     /* s loops on every byte below: the whole subtree is accepted
                      * (the item is in the parser's set: a handover below would
                      * keep this path alive) */
-                    for (uint32_t k = nd->tok_begin; k < nd->tok_end; k++) {
-                        uint32_t id = (uint32_t)t->ids[k];
-                        acc[id >> 5] |= 1u << (id & 31);
-                    }
+                    accept_tokens(acc, t->ids, nd->tok_begin, nd->tok_end);
                     i += nd->subtree;
                     continue;
                 }
@@ -770,7 +770,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
                  * next byte is then outside FOLLOW (else the parser takes
                  * over), which contains what may follow the root. */
                 if (w->nest_rep != XG2_NONE)
-                    w->comp[d] = (uint8_t)(w->rep_root && s == g->rules[g->rules[w->nest_rep].child].start &&
+                    w->comp[d] = (uint8_t)(w->rep_root && s == w->rep_start &&
                                            (uint64_t)w->rep_count0 + n >= (uint64_t)g->rules[w->nest_rep].min);
                 else
                     w->comp[d] = (uint8_t)(w->nest_root && ends_rule(g, s, n));
@@ -826,10 +826,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         uint8_t cand = w->cand[d - 1] || (d >= w->cand_from && w->comp[d - 1] && byteset_has(w->follow, c));
         if (alive) {
             w->cand[d] = cand;
-            for (uint32_t k = nd->tok_begin; k < (uint32_t)nd->tok_begin + nd->tok_count; k++) {
-                uint32_t id = (uint32_t)t->ids[k];
-                acc[id >> 5] |= 1u << (id & 31);
-            }
+            accept_tokens(acc, t->ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
             i++;
         } else {
             if (cand)
@@ -962,13 +959,13 @@ static int walk_from(const walker *base, const xg2_vocab *v, uint32_t q0, uint32
             w.rep_count0 = w.rep_root ? n0 : 0;
             w.nest_rep = w.nest_rep_base = callee;
             w.nest_rule = w.nest_base = child;
-            uint64_t in = 0, out = 0;
+            w.rep_start = g->rules[child].start;
+            xg2_byteset unit = {{0}}; /* bytes that are a whole iteration */
             for (unsigned c = 0; c < 256; c++) {
-                uint32_t t1 = xg2__step(g, g->rules[child].start, (uint8_t)c);
-                if (t1 != XG2_NONE && (g->states[t1].flags & SF_FINAL)) in |= 1ull << xg2__byte_group(c);
-                else out |= 1ull << xg2__byte_group(c);
+                uint32_t t1 = xg2__step(g, w.rep_start, (uint8_t)c);
+                if (t1 != XG2_NONE && (g->states[t1].flags & SF_FINAL)) byteset_add(&unit, c);
             }
-            w.rep_unit_groups = in & ~out;
+            w.rep_unit_groups = xg2__whole_groups(&unit);
             w.rep_far = v->max_token_len;
             callee = child;
         }
