@@ -20,7 +20,8 @@
  * alive from the item's state (a product walk of the two automata, remembered
  * for every state it meets), the slice's tokens are accepted in bulk and only
  * the rest are walked; and a trie subtree whose bytes the current state loops
- * on is taken whole.
+ * on is taken whole.  Of a split state's walks, those after one that took a
+ * slice skip the subtrees made of its members.
  */
 #include "maskcache.h"
 
@@ -126,6 +127,7 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, int k, uint
         const int32_t *row = s->dfa + 256 * a;
         xg2_byteset bytes;
         pair_bytes(g, s, a, r, &bytes);
+        uint64_t last = 0; /* runs cut by the rule's other states often step alike: hash once */
         FOR_BYTES(c, bytes) {
             uint32_t t = xg2__step(g, r, (uint8_t)c);
             if (t == XG2_NONE) { ok = 0; goto done; }
@@ -139,6 +141,8 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, int k, uint
                 goto done;
             }
             uint64_t key = ((uint64_t)row[c] << 32 | t) + 1;
+            if (key == last) continue;
+            last = key;
             uint32_t h = (uint32_t)xg2__mix64(0, key - 1) & (SLICE_SEEN_SLOTS - 1);
             while (seen[h] && seen[h] != key) h = (h + 1) & (SLICE_SEEN_SLOTS - 1);
             if (seen[h]) continue;
@@ -155,11 +159,12 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, int k, uint
     }
 done:
     for (uint32_t i = 0; i < n_seen; i++) {
-        /* Outside loops, every state the proof met at a character boundary is
-         * contained too (all it leads to was checked): remember them, so the
-         * states of a long automaton prove at once after the first. */
+        /* Outside loops, every state the proof met at a character boundary (a
+         * final state of the slice's automaton, any of them: class* lies ahead
+         * of each) is contained too (all it leads to was checked): remember
+         * them, so the states of a long automaton prove at once after the first. */
         uint64_t key = seen[used[i]] - 1;
-        if (ok && !loop && !(key >> 32)) __atomic_fetch_or(&g->contained[(uint32_t)key], (uint8_t)(1u << k), __ATOMIC_RELAXED);
+        if (ok && !loop && s->dfa_final[key >> 32]) __atomic_fetch_or(&g->contained[(uint32_t)key], (uint8_t)(1u << k), __ATOMIC_RELAXED);
         seen[used[i]] = 0;
     }
     return ok;
@@ -379,6 +384,11 @@ typedef struct {
     uint8_t *path;       /* path[d]: the byte into depth d */
     const xg2_byteset *follow;
     uint32_t cand_from;   /* shallowest depth whose byte may follow an end of the root rule */
+    /* Slices an earlier walk of the same item took in bulk (bits), and the
+     * walked trie's per-node membership (the full trie's, else NULL): their
+     * tokens are accepted already, so their subtrees are skipped. */
+    uint8_t *taken;
+    const uint8_t *in_slices;
     /* Call sets (see set_add): below set_from the walk steps a set of
      * configurations per depth, expanded from set_entry (count set_entry_n) */
     uint32_t set_from, set_entry, set_entry_n;
@@ -699,6 +709,10 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             if (i >= t->n_nodes) break;
         }
         const xg2_trie_node *nd = &nodes[i];
+        if (w->in_slices && (w->in_slices[i] & *w->taken)) {
+            i += nd->subtree;
+            continue;
+        }
         uint32_t d = nd->depth; /* the node's depth; its parent is at d - 1 */
         uint8_t c = nd->byte;
         w->path[d] = c;
@@ -934,6 +948,13 @@ static uint32_t split_callees(const xg2_grammar *g, uint32_t q, uint32_t *callee
         if (n == XG2_SPLIT_MAX || !walkable(g, r)) return 0;
         callees[n++] = r;
     }
+    /* counted repetitions last: they take no slices, and may skip what the others took */
+    for (uint32_t i = 0, m = 0; i < n; i++)
+        if (g->rules[callees[i]].kind != RK_REPEAT) {
+            uint32_t r = callees[i];
+            memmove(callees + m + 1, callees + m, sizeof *callees * (i - m));
+            callees[m++] = r;
+        }
     return n;
 }
 
@@ -998,6 +1019,7 @@ static int walk_from(const walker *base, const xg2_vocab *v, uint32_t q0, uint32
         }
         if (slice_contained(g, v, k, q0, n0)) {
             for (size_t i = 0; i < v->words; i++) acc[i] |= s->all[i];
+            *w.taken |= (uint8_t)(1u << k);
             t = &s->rest;
             break;
         }
@@ -1012,6 +1034,7 @@ static int walk_from(const walker *base, const xg2_vocab *v, uint32_t q0, uint32
         }
         t = &s->rest;
     }
+    w.in_slices = t == &v->trie && *w.taken ? t->in_slices : NULL;
     return walk(&w, t, acc, unc);
 }
 
@@ -1021,6 +1044,7 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     workspace *ws = ws_get(words, depth);
     if (!ws) return XG2_NOMEM();
     int rc = XG2_OK;
+    uint8_t taken = 0;
     uint32_t *acc = ws->acc;
     memset(acc, 0, sizeof(uint32_t) * words);
     memset(ws->cand, 0, depth);
@@ -1031,7 +1055,7 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
                 .cs = ws->cs, .cand = ws->cand, .comp = ws->comp, .path = ws->path,
                 .follow = &g->follow[g->states[it->state].rule], .cand_from = 2,
                 .set_from = UINT32_MAX, .set_q = ws->set_q, .set_n = ws->set_n, .set_r = ws->set_r,
-                .set_size = ws->set_size};
+                .set_size = ws->set_size, .taken = &taken};
     if (!ws->have_p) {
         if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) return rc;
         ws->have_p = 1;

@@ -154,6 +154,25 @@ static int build_slice(xg2_vocab *v, const uint32_t *ranges, uint32_t n_ranges, 
     return xg2__trie_build(v, rest, n_rest, &s->rest);
 }
 
+/* in_slices of the full trie: a walk that follows one which took slice k in
+ * bulk skips the subtrees made of k's members (see walk_from). */
+static int mark_subtrees(xg2_vocab *v) {
+    xg2_trie *t = &v->trie;
+    uint8_t *member = xg2__calloc(v->vocab_size ? (size_t)v->vocab_size : 1, 1);
+    t->in_slices = xg2__malloc(t->n_nodes ? t->n_nodes : 1);
+    if (!member || !t->in_slices) { xg2__free(member); return XG2_NOMEM(); }
+    for (int k = 0; k < XG2_N_SLICES; k++)
+        for (int32_t i = 0; i < v->vocab_size; i++)
+            if (v->slices[k].all[i >> 5] >> (i & 31) & 1) member[i] |= (uint8_t)(1u << k);
+    for (uint32_t i = 0; i < t->n_nodes; i++) {
+        uint8_t m = (1u << XG2_N_SLICES) - 1;
+        for (uint32_t j = t->nodes[i].tok_begin; j < t->nodes[i].tok_end && m; j++) m &= member[t->ids[j]];
+        t->in_slices[i] = m;
+    }
+    xg2__free(member);
+    return XG2_OK;
+}
+
 int xg2__slices_build(xg2_vocab *v) {
     int rc = build_slice(v, json_ranges, sizeof json_ranges / sizeof *json_ranges / 2, &v->slices[XG2_SLICE_JSON]);
     if (!rc) rc = build_slice(v, text_ranges, sizeof text_ranges / sizeof *text_ranges / 2, &v->slices[XG2_SLICE_TEXT]);
@@ -164,6 +183,7 @@ int xg2__slices_build(xg2_vocab *v) {
         rc = build_slice(v, wordspace_ranges, sizeof wordspace_ranges / sizeof *wordspace_ranges / 2,
                          &v->slices[XG2_SLICE_WORDSPACE]);
     if (!rc) rc = build_slice(v, word_ranges, sizeof word_ranges / sizeof *word_ranges / 2, &v->slices[XG2_SLICE_WORD]);
+    if (!rc) rc = mark_subtrees(v);
     return rc;
 }
 

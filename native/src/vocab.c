@@ -124,6 +124,7 @@ int xg2__vocab_sort_unique_ids(const xg2_vocab *v, int32_t *ids, uint32_t *n) {
 void xg2__trie_free(xg2_trie *t) {
     xg2__free(t->nodes);
     xg2__free(t->below);
+    xg2__free(t->in_slices);
     xg2__free(t->ids);
     memset(t, 0, sizeof *t);
 }

@@ -26,6 +26,8 @@ typedef struct {
 typedef struct {
     xg2_trie_node *nodes;
     uint64_t *below; /* per node: the groups (xg2__byte_group) of the bytes below it */
+    uint8_t *in_slices; /* the vocabulary's full trie only, per node: bit k if every token
+                         * of the subtree is a member of slice k (else NULL) */
     uint32_t n_nodes;
     int32_t *ids; /* token ids in byte order */
     uint32_t n_ids;
