@@ -794,8 +794,11 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
                     if (r < 0) return -r;
                     if (!r) return xg2__fail(XG2_ERR_INTERNAL, "nested DFA walk and parser disagree");
                     pushed++;
+                    /* the nodes left below depth k go on in the parser (until the
+                     * walk is back at depth 1): its word on where the root ended,
+                     * not the nested walk's (which counts on handing over) */
+                    w->comp[k] = (uint8_t)w->p->root_done;
                 }
-                if (d - 1 > w->nest_from) w->comp[d - 1] = (uint8_t)w->p->root_done;
                 w->nest_from = UINT32_MAX;
             }
         }
