@@ -1,0 +1,62 @@
+"""The JSON Schema front-end's symbolic string automata (``json_schema_regex.DFA``):
+minimization keeps the language, against Python's ``re`` and the unminimized
+automaton, on random strings over each case's alphabet."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from xg2_plugin import json_schema_regex as R
+
+# (pattern, minLength, maxLength, alphabet): searched patterns and length bounds,
+# whose products are what the front-end writes one rule per state.
+CASES = [
+    (r"\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{6}", 10, None, "0123456789abcdefgX-"),
+    (r"^[a-z]+(-[a-z]+)*$", 3, 12, "abz-_"),
+    (r"ab|ba", 0, 5, "abc"),
+    (r"^(a|b)*a(a|b){3}$", 0, None, "ab"),  # the subset construction's classic blow-up
+    (r"x{70}", 0, None, "xy"),  # a chain longer than the refinement rounds: kept as it is
+]
+
+
+def _dfa(pattern, lo, hi):
+    d = R.DFA.from_ir(R.parse_pattern(pattern))
+    if lo or hi is not None:
+        d = d.intersect(R.DFA.from_ir(R.n_rep(R.n_set(R.ALL), lo, hi)))
+    return d
+
+
+def _strings(alphabet, rng, n=600):
+    out = [""]
+    for _ in range(n):
+        out.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24))))
+    return out
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_minimized_keeps_the_language(case):
+    pattern, lo, hi, alphabet = CASES[case]
+    d = _dfa(pattern, lo, hi)
+    m = d.minimized()
+    assert len(m.trans) <= len(d.trim().trans)
+    assert len(m.minimized().trans) == len(m.trans)  # nothing left to merge
+    rng = random.Random(case)
+    py = re.compile(pattern)
+    for s in _strings(alphabet, rng) + ["x" * 70, "1-" + "a" * 10 + "-abcdef"]:
+        want = py.search(s) is not None and len(s) >= lo and (hi is None or len(s) <= hi)
+        assert d.accepts(s) == want, s
+        assert m.accepts(s) == want, s
+
+
+def test_minimized_shrinks_searched_pattern_products():
+    # The unanchored pattern's subset automaton repeats states; its product with a
+    # length bound repeats them per length.
+    search = R.DFA.from_ir(R.parse_pattern(r"\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}"))
+    assert len(search.minimized().trans) * 3 < len(search.trans)
+    product = _dfa(r"\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}", 35, None)
+    assert len(product.minimized().trans) * 2 < len(product.trans)
+    # the classic blow-up is minimal already: 2^4 states
+    assert len(_dfa(r"^(a|b)*a(a|b){3}$", 0, None).minimized().trans) == 16
