@@ -32,6 +32,8 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 try:  # Python >= 3.11
     import re._constants as _c
     import re._parser as _p
@@ -856,8 +858,6 @@ class DFA:
         over the atoms of the labels' boundaries, a numpy round per step of the
         longest distinguishing suffix: products with length bounds (a pattern with
         ``minLength``) shrink several-fold, and so does every rule emitted from them."""
-        import numpy as np
-
         d = self.trim()
         n = len(d.trans)
         if n <= 1:

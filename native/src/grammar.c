@@ -584,7 +584,6 @@ out:
 /* ---- linking ---- */
 
 /* The bytes of each group (xg2__byte_group), made once. */
-#define XG2_N_GROUPS 43
 static xg2_byteset group_bytes[XG2_N_GROUPS];
 static pthread_once_t group_once = PTHREAD_ONCE_INIT;
 static void make_group_bytes(void) {

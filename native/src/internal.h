@@ -141,5 +141,6 @@ static inline unsigned xg2__byte_group(unsigned c) {
     if (c <= 0x7E) return 35 + c - 0x7B;        /* { .. ~ */
     return c < 0xC0 ? 39 : c < 0xE0 ? 40 : c < 0xF0 ? 41 : 42;
 }
+#define XG2_N_GROUPS 43 /* the groups above */
 
 #endif /* XG2_INTERNAL_H */

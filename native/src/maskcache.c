@@ -95,9 +95,9 @@ static inline void pair_bytes(const xg2_grammar *g, const xg2_slice *s, uint32_t
 
 /* Is every string over the slice's class alive from DFA state q (with the
  * item's loop count)?  A walk of the product of the slice automaton and the
- * rule's byte edges, tail calls followed into the callee.  Counts are not tracked, so the walk gives up when they
- * could matter: the item's loop near its maximum, leaving the loop before its
- * minimum, or entering a loop. */
+ * rule's byte edges, tail calls followed into the callee.  Counts are not
+ * tracked, so the walk gives up when they could matter: the item's loop near
+ * its maximum, leaving the loop before its minimum, or entering a loop. */
 static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, int k, uint32_t q, uint32_t count) {
     const xg2_slice *s = &v->slices[k];
     uint32_t loop = g->states[q].loop >> 1;
@@ -952,12 +952,11 @@ static uint32_t split_callees(const xg2_grammar *g, uint32_t q, uint32_t *callee
         callees[n++] = r;
     }
     /* counted repetitions last: they take no slices, and may skip what the others took */
-    for (uint32_t i = 0, m = 0; i < n; i++)
-        if (g->rules[callees[i]].kind != RK_REPEAT) {
-            uint32_t r = callees[i];
-            memmove(callees + m + 1, callees + m, sizeof *callees * (i - m));
-            callees[m++] = r;
-        }
+    uint32_t ordered[XG2_SPLIT_MAX], m = 0;
+    for (int repeat = 0; repeat < 2; repeat++)
+        for (uint32_t i = 0; i < n; i++)
+            if ((g->rules[callees[i]].kind == RK_REPEAT) == repeat) ordered[m++] = callees[i];
+    memcpy(callees, ordered, sizeof *callees * n);
     return n;
 }
 
