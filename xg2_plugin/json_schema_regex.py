@@ -1163,36 +1163,40 @@ def string_except(words, anystar: Optional[str] = None, anyone: Optional[str] = 
 def _string_except(words: Tuple[str, ...], anystar: Optional[str], anyone: Optional[str],
                    escapes: Optional[str]) -> Tuple[str, Tuple[str, ...]]:
     star = json_char() + "*" if anystar is None else anystar
+    one = json_char() if anyone is None else anyone
     # Every string outside the set is a trie path w (a prefix of some word) then
     # either the end (w itself not a word) or a character no word continues w
-    # with, then anything.  The "anything" tail and the escape spellings are
-    # shared by all paths (factored out): one copy each, not one per trie node.
-    d, e, u = _trie(words, anyone, escapes)
-    heads = [x for x in (d, None if e is None else (e + " " + escapes if e != '""' else escapes)) if x]
+    # with, then anything.  The "anything" tail, the escape spellings and the
+    # "any character" after a whole word with nothing below it are shared by all
+    # paths (factored out): one copy each, not one per trie node or leaf.
+    d, e, u, w = _trie(words, escapes)
+    heads = [x for x in (d, None if e is None else (e + " " + escapes if e != '""' else escapes),
+                         None if w is None else (one if w == '""' else w + " " + one)) if x]
     out = []
     if heads:
         out.append(_alts(heads) + " " + star)
     if u:
         out.append(u)
-    # (the rule names used, known without reading the text back: anyone is every
-    # leaf's "anything", so it is in d, hence heads, whenever it is given)
-    names = (anyone, escapes if e is not None else None, anystar if heads else None)
+    # (the rule names used, known without reading the text back: every word set
+    # has a leaf, so anyone is in heads whenever it is given)
+    names = (anyone if w is not None else None, escapes if e is not None else None, anystar if heads else None)
     return _alts(out) or '""', tuple(x for x in names if x)
 
 
-_Paths = Tuple[Optional[str], Optional[str], Optional[str]]
+_Paths = Tuple[Optional[str], Optional[str], Optional[str], Optional[str]]
 
 
-def _trie(suffixes: Sequence[str], anyone: Optional[str], escapes: Optional[str]) -> _Paths:
+def _trie(suffixes: Sequence[str], escapes: Optional[str]) -> _Paths:
     """(paths ending in a diverging character, paths allowing an escape, paths
-    that are not words) of the trie node whose words continue with the sorted,
-    distinct ``suffixes``, for :func:`string_except`."""
+    that are not words, paths to words with nothing below them) of the trie node
+    whose words continue with the sorted, distinct ``suffixes``, for
+    :func:`string_except`."""
     if len(suffixes) == 1 and len(suffixes[0]) <= _CHAIN_MEMO_LEN:
-        return _chain(suffixes[0], anyone, escapes)
+        return _chain(suffixes[0], escapes)
     ended = bool(suffixes) and suffixes[0] == ""  # sorts first
-    children = [(ch, _trie([w[1:] for w in group], anyone, escapes))
+    children = [(ch, _trie([w[1:] for w in group], escapes))
                 for ch, group in groupby(suffixes[ended:], key=itemgetter(0))]
-    return _node(children, ended, anyone, escapes)
+    return _node(children, ended, escapes)
 
 
 # A node with one word below it is a chain; its name's tails recur across objects
@@ -1201,43 +1205,42 @@ _CHAIN_MEMO_LEN = 32
 
 
 @lru_cache(maxsize=4096)
-def _chain(suffix: str, anyone: Optional[str], escapes: Optional[str]) -> _Paths:
+def _chain(suffix: str, escapes: Optional[str]) -> _Paths:
     if not suffix:
-        return _node([], True, anyone, escapes)
-    return _node([(suffix[0], _chain(suffix[1:], anyone, escapes))], False, anyone, escapes)
+        return _node([], True, escapes)
+    return _node([(suffix[0], _chain(suffix[1:], escapes))], False, escapes)
 
 
-def _node(children, ended: bool, anyone: Optional[str], escapes: Optional[str]) -> _Paths:
+def _node(children, ended: bool, escapes: Optional[str]) -> _Paths:
     """A trie node's paths from its children's: [(character, paths)]; ``ended``:
     a word ends here."""
-    alts, esc_alts, unfinished = [], [], []
-    for ch, (d, e, u) in children:
+    if not children:
+        # a word with nothing below: any character leaves the trie (the caller
+        # writes that character once for all such words)
+        return None, None, None, '""'
+    alts, esc_alts, unfinished, leaves = [], [], [], []
+    for ch, (d, e, u, w) in children:
         c = encode_char(ch)
-        if d:
-            alts.append(c + " " + d)
-        if e:
-            esc_alts.append(c if e == '""' else c + " " + e)
-        if u:
-            unfinished.append(c if u == '""' else c + " " + u)
-    other, esc = _diverge_other("".join(ch for ch, _ in children), anyone, escapes)
+        for paths, x in ((alts, d), (esc_alts, e), (unfinished, u), (leaves, w)):
+            if x:
+                paths.append(c if x == '""' else c + " " + x)
+    other, esc = _diverge_other("".join(ch for ch, _ in children), escapes)
     if other:
         alts.append(other)
     if esc:
         esc_alts.append('""')
     if not ended:
         unfinished.append('""')
-    return _alts(alts), _alts(esc_alts), _alts(unfinished)
+    return _alts(alts), _alts(esc_alts), _alts(unfinished), _alts(leaves)
 
 
 @lru_cache(maxsize=4096)
-def _diverge_other(chars: str, anyone: Optional[str], escapes: Optional[str]) -> Tuple[Optional[str], bool]:
-    """(the characters after a trie node with children ``chars`` that leave the
-    trie, whether an escape leaves it) for :func:`string_except`."""
+def _diverge_other(chars: str, escapes: Optional[str]) -> Tuple[Optional[str], bool]:
+    """(the characters after a trie node with children ``chars`` (at least one)
+    that leave the trie, whether an escape leaves it) for :func:`string_except`."""
     other = cs_diff(ALL, cs_of(chars))
     if not other:
         return None, False
-    if anyone and other == ALL:
-        return anyone, False
     # (the canonical reading is exact: a character of another spelling is
     # refused here, and the excluded names are only ever spelled canonically)
     if escapes and all(0x20 <= ord(c) <= 0x7E and c not in '"\\' for c in chars):

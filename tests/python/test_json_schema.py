@@ -659,6 +659,28 @@ def test_combinators(schema):
     check_schema(schema, insts, strict_mode=False, any_order=schema.get("type") == "object")
 
 
+@pytest.mark.parametrize("words", [
+    ["a", "ab", "abc", "b", "p0", "p1", "p10", "p11", "é", "x\ny"],
+    ["", "k"],
+    [f"p{i:03d}" for i in range(120)],
+])
+def test_strings_except_words(words):
+    # "any string but these" (a trie whose words with nothing below share one
+    # "any character" tail): against set membership, on the words, their
+    # prefixes, one-character extensions (escaped or not) and random strings
+    rng = random.Random(5)
+    c = compile_schema({"type": "string", "not": {"enum": words}})
+    cands = set(words) | {w[:i] for w in words for i in range(len(w))}
+    cands |= {w + x for w in words[:40] for x in ("0", "z", "é", '"', "\\", "\n", "\U0001f600")}
+    cands |= {rand_string(rng) for _ in range(150)}
+    for s in sorted(cands):
+        assert accepts(c, json.dumps(s)) == (s not in words), s
+        assert accepts(c, json.dumps(s, ensure_ascii=False)) == (s not in words), s
+    # a non-word spelled with an escape past the trie
+    assert accepts(c, '"' + json.dumps(words[-1])[1:-1] + '\\u0041"')
+    assert accepts(c, '"' + json.dumps(words[-1])[1:-1] + '\\n"')
+
+
 def test_refs_and_recursion():
     schema = {
         "$defs": {
