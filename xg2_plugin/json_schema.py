@@ -302,6 +302,7 @@ class _Converter:
         self.hoisted: Dict[str, str] = {}
         self.name_counts: Dict[str, int] = {}
         self.rule_cache: Dict[Any, str] = {}
+        self.plain_values: Dict[Any, Optional[str]] = {}
         self.in_progress = set()
         self.negations: Dict[int, list] = {}
         self.resources: Dict[str, Any] = {}
@@ -562,10 +563,23 @@ class _Converter:
         return name
 
     def value(self, conj, d: int, hint: str = "v") -> Optional[str]:
-        if len(conj) == 1 and _plain_scalar(conj[0][0]):
+        if len(conj) == 1 and _plain_value(conj[0][0]):
             # most properties: nothing to expand, no rule of its own (what the
-            # general path below comes to for them)
-            return self.typed(conj, d, hint)
+            # general path below comes to for them); objects repeat the same few
+            # property schemas, so each distinct one is converted once
+            s = conj[0][0]
+            try:  # (types in the key: const true is not const 1)
+                key = (tuple((k, v.__class__, v) for k, v in sorted(s.items())), self.layout.depth_key(d))
+                hit = self.plain_values.get(key, _MISSING)
+            except TypeError:  # an enum (a list): by its text
+                try:
+                    key = (json.dumps(s, sort_keys=True), self.layout.depth_key(d))
+                except (TypeError, ValueError):
+                    return self.typed(conj, d, hint)
+                hit = self.plain_values.get(key, _MISSING)
+            if hit is _MISSING:
+                hit = self.plain_values[key] = self.typed(conj, d, hint)
+            return hit
         parts = self.flatten(conj)
         if parts is None:
             return None
@@ -1791,6 +1805,10 @@ class _Converter:
             take = None if take_rest is None or (max_p is not None and c + 1 > max_p) else _seq(sep, member, take_rest)
             if req:
                 res = take
+            elif take is not None and take_rest == T(i + 1, c, first):
+                # same rest either way: write it once (the alternation would
+                # copy the whole rest, doubling the automaton per property)
+                res = _seq(f"({_seq(sep, member)})?", take_rest)
             else:
                 res = _alt([take, T(i + 1, c, first)])
             if res is not None and len(res) > 200 and (i, c, first) != (0, 0, True):
@@ -1801,10 +1819,14 @@ class _Converter:
             return res
 
         if n > 256:  # fill the table from the end so T's recursion stays shallow
+            # (nothing-yet-written entries only up to the first required member:
+            # the start reaches no further ones)
+            first_req = next((i for i, (_, _, r) in enumerate(items) if r), n)
             for i in range(n - 1, 0, -1):
                 for c in range(cap + 1) if counting else (0,):
-                    for first in (False, True):
-                        T(i, c, first)
+                    T(i, c, False)
+                    if i <= first_req:
+                        T(i, c, True)
         body = T(0, 0, True)
         alts = []
         if body is not None and body != '""':
@@ -2249,10 +2271,14 @@ _SCALAR_TYPES = ("string", "integer", "number", "boolean", "null")
 _PLAIN_SCALAR_KW = frozenset({"type", "enum", "const"} | ANNOTATIONS | _NUM_KW | _STR_KW)
 
 
-def _plain_scalar(s) -> bool:
-    """A schema of one scalar type with only that type's keywords (no applicator,
-    nothing unknown)."""
-    return type(s) is dict and s.get("type") in _SCALAR_TYPES and _PLAIN_SCALAR_KW.issuperset(s)
+_MISSING = object()
+
+
+def _plain_value(s) -> bool:
+    """A schema of one scalar type, or an enum or const, with only those keywords
+    (no applicator, nothing unknown)."""
+    return type(s) is dict and _PLAIN_SCALAR_KW.issuperset(s) and (
+        s.get("type") in _SCALAR_TYPES or ("type" not in s and ("enum" in s or "const" in s)))
 
 
 def _inert(s: dict, skip=frozenset()) -> bool:

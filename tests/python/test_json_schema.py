@@ -920,20 +920,25 @@ def test_random_schemas_agree_with_jsonschema(block):
     assert compiled_count >= 30
 
 
-def test_many_optional_properties():
-    # 300 optional properties (every 7th required) in order: the chain of "rest" rules
-    # is built bottom-up, not by 300 nested calls
+@pytest.mark.parametrize("first_req, extra, counts", [
+    (0, False, {}), (150, False, {}), (None, False, {}), (150, True, {}), (None, True, {"minProperties": 2}),
+], ids=["req_from_0", "req_from_150", "none_req", "req_from_150_extra", "none_req_min2_extra"])
+def test_many_optional_properties(first_req, extra, counts):
+    # 300 optional properties (every 7th from first_req required) in order: the
+    # chain of "rest" rules is built bottom-up, not by 300 nested calls
     rng = random.Random(11)
     names = [f"p{i:03d}" for i in range(300)]
+    required = [] if first_req is None else names[first_req::7]
     schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names},
-              "required": names[::7], "additionalProperties": False}
+              "required": required, "additionalProperties": extra, **counts}
     c = compile_schema(schema)
     validator = Draft202012Validator(schema)
-    for _ in range(40):
-        inst = {n: rng.randint(0, 9) for n in names if n in schema["required"] or rng.random() < 0.3}
+    for k in range(40):
+        p_opt = 0.3 if k % 4 else 0.004  # some with none or one optional member
+        inst = {n: rng.randint(0, 9) for n in names if n in required or rng.random() < p_opt}
         if rng.random() < 0.3:  # drop a required one, or add an unknown one
-            if rng.random() < 0.5:
-                inst.pop(rng.choice(schema["required"]), None)
+            if required and rng.random() < 0.5:
+                inst.pop(rng.choice(required), None)
             else:
                 inst["zzz"] = 1
         assert accepts(c, json.dumps(inst)) == validator.is_valid(inst), sorted(inst)
