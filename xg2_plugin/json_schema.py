@@ -1043,6 +1043,9 @@ class _Converter:
     # ------------------------------------------------------------------ enum
     def enum_values(self, vals, types, not_vals, parts, d) -> Optional[str]:
         out = []
+        # (vals are in every part's enum/const and of the allowed types already:
+        # parts with nothing else need no check per value)
+        parts = [p for p in parts if not _ENUM_ONLY_KW.issuperset(k for k in p[0] if k not in p[2])]
         for v in vals:
             if _json_type(v) not in types:
                 continue
@@ -1997,7 +2000,8 @@ class _Converter:
         for j, conj in enumerate(prefix):
             pexprs.append(self.value(conj, d + 1, f"{hint}-{j}"))
         rexpr = None if rest is None else self.value(rest, d + 1, f"{hint}-item")
-        return self.array_seq(pexprs, rexpr, min_i, max_i, d)
+        # (written twice, first item and the rest: a long one once, as a rule)
+        return self.array_seq(pexprs, self.hoist(rexpr, f"{hint}-item"), min_i, max_i, d)
 
     def array_seq(self, pexprs, rexpr, min_i, max_i, d) -> Optional[str]:
         lay = self.layout
@@ -2272,6 +2276,7 @@ _PLAIN_SCALAR_KW = frozenset({"type", "enum", "const"} | ANNOTATIONS | _NUM_KW |
 
 
 _MISSING = object()
+_ENUM_ONLY_KW = frozenset({"enum", "const", "type"} | ANNOTATIONS)
 
 
 def _plain_value(s) -> bool:
