@@ -1244,7 +1244,10 @@ def _diverge_other(chars: str, escapes: Optional[str]) -> Tuple[Optional[str], b
     # (the canonical reading is exact: a character of another spelling is
     # refused here, and the excluded names are only ever spelled canonically)
     if escapes and all(0x20 <= ord(c) <= 0x7E and c not in '"\\' for c in chars):
-        raw = cs_diff(_RAW_OK, cs_of(chars))
+        # (printable ASCII only: the escapes rule holds every other character,
+        # raw and escaped, once for all nodes -- a raw non-ASCII class here
+        # would be a UTF-8 automaton per trie node)
+        raw = cs_diff(_PRINTABLE, cs_of(chars))
         return (class_text(raw) if raw else None), True
     return encode_set_canonical(other), False
 
