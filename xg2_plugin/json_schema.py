@@ -1821,7 +1821,37 @@ class _Converter:
             memo[key] = res
             return res
 
-        if n > 256:  # fill the table from the end so T's recursion stays shallow
+        def uncounted() -> Optional[str]:
+            """Without counts: after(i) -- something is written, members from i
+            may follow -- is ``(sep next(i))?`` (no ``?`` while a required one
+            remains), and next(i) -- the next member written is one of i.. -- is
+            ``member_i after(i+1) | next(i+1)``: the separator is written once per
+            position, not once per candidate member, and the body is next(0)."""
+            sep = lay.sep(d)
+            more = "" if extra is None else _rep(f"{sep} {extra}", 0, None)
+            nxt: Optional[str] = None if extra is None else _seq(extra, more)
+            after = more or '""'
+            required_ahead = False
+            for i in range(n - 1, -1, -1):
+                _, member, req = items[i]
+                take = _seq(member, after)
+                nxt = take if req else _alt([take, nxt])
+                if nxt is not None and len(nxt) > 60:  # (named: after(i) and next(i-1) both use it)
+                    rn = self.new_name(f"{hint}-n{i}")
+                    self.add_rule(rn, nxt)
+                    nxt = rn
+                required_ahead = required_ahead or req
+                if i:
+                    after = _seq(sep, nxt) if required_ahead else f"({sep} {nxt})?"
+            # (with every member optional the empty object is the caller's own
+            # alternative: the body is at least one member)
+            return '""' if nxt is None else nxt
+
+        if not counting:
+            body = uncounted()
+        else:
+            body = None
+        if n > 256 and counting:  # fill the table from the end so T's recursion stays shallow
             # (nothing-yet-written entries only up to the first required member:
             # the start reaches no further ones)
             first_req = next((i for i, (_, _, r) in enumerate(items) if r), n)
@@ -1830,7 +1860,8 @@ class _Converter:
                     T(i, c, False)
                     if i <= first_req:
                         T(i, c, True)
-        body = T(0, 0, True)
+        if counting:
+            body = T(0, 0, True)
         alts = []
         if body is not None and body != '""':
             # the empty body is the empty object
