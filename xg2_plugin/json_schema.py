@@ -1830,19 +1830,23 @@ class _Converter:
             sep = lay.sep(d)
             more = "" if extra is None else _rep(f"{sep} {extra}", 0, None)
             nxt: Optional[str] = None if extra is None else _seq(extra, more)
-            after = more or '""'
-            required_ahead = False
+            required_ahead = False  # among the members after i
             for i in range(n - 1, -1, -1):
                 _, member, req = items[i]
-                take = _seq(member, after)
-                nxt = take if req else _alt([take, nxt])
-                if nxt is not None and len(nxt) > 60:  # (named: after(i) and next(i-1) both use it)
-                    rn = self.new_name(f"{hint}-n{i}")
+                if nxt is not None and (len(nxt) > 200 or (not req and len(nxt) > 60)):
+                    # next(i+1) is written twice (in after(i+1) and beside it): once,
+                    # as a rule; and a long chain is cut into rules (regions of one
+                    # automaton natively), not written as one growing text
+                    rn = self.new_name(f"{hint}-n{i + 1}")
                     self.add_rule(rn, nxt)
                     nxt = rn
-                required_ahead = required_ahead or req
-                if i:
+                if i == n - 1:
+                    after = more or '""'
+                else:
                     after = _seq(sep, nxt) if required_ahead else f"({sep} {nxt})?"
+                take = _seq(member, after)
+                nxt = take if req else _alt([take, nxt])
+                required_ahead = required_ahead or req
             # (with every member optional the empty object is the caller's own
             # alternative: the body is at least one member)
             return '""' if nxt is None else nxt
