@@ -47,6 +47,7 @@ typedef struct {
     uint32_t stack[MAX_INLINE_DEPTH];
     int sp;
     int rc;
+    int flat;          /* inside copies of a repetition marked in regions->flat_repeat */
     xg2_u32vec ranges;
 } nfa_builder;
 
@@ -186,7 +187,7 @@ static void build_ref(nfa_builder *b, uint32_t r, uint32_t from, uint32_t to, ui
         add_edge(b, NE_EPS, from, self_start, 0, 0);
         return;
     }
-    int expand = b->bytes_only || (b->inline_rule && b->inline_rule[r]);
+    int expand = b->bytes_only || (b->inline_rule && b->inline_rule[r] && !b->flat);
     if (!expand) {
         add_edge(b, NE_RULE, from, to, r, 0);
         return;
@@ -222,6 +223,34 @@ static void build_ref(nfa_builder *b, uint32_t r, uint32_t from, uint32_t to, ui
     add_edge(b, NE_EPS, from, s0, 0, 0);
     build(b, ir->rules.a[r].body, s0, to, r, s0, 1, depth + 1);
     b->sp--;
+}
+
+/* A repetition written out: min mandatory copies, then either a loop or
+ * (max - min) optional copies.  Loops use fresh states so nothing re-enters
+ * `from`. */
+static void build_repeat(nfa_builder *b, const xg2_expr *e, uint32_t from, uint32_t to, uint32_t self_rule,
+                         uint32_t self_start, int depth) {
+    uint32_t s = from;
+    for (int32_t i = 0; i < e->min && !b->rc; i++) {
+        uint32_t t = new_state(b);
+        build(b, e->a, s, t, self_rule, self_start, 0, depth + 1);
+        s = t;
+    }
+    if (e->max < 0) {
+        uint32_t loop = new_state(b), back = new_state(b);
+        add_edge(b, NE_EPS, s, loop, 0, 0);
+        build(b, e->a, loop, back, self_rule, self_start, 0, depth + 1);
+        add_edge(b, NE_EPS, back, loop, 0, 0);
+        add_edge(b, NE_EPS, loop, to, 0, 0);
+        return;
+    }
+    for (int32_t i = e->min; i < e->max && !b->rc; i++) {
+        add_edge(b, NE_EPS, s, to, 0, 0);
+        uint32_t t = new_state(b);
+        build(b, e->a, s, t, self_rule, self_start, 0, depth + 1);
+        s = t;
+    }
+    add_edge(b, NE_EPS, s, to, 0, 0);
 }
 
 static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint32_t self_rule,
@@ -291,29 +320,12 @@ static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint3
             if (!b->rc && vec_push(&b->loops, lr)) b->rc = XG2_NOMEM();
             return;
         }
-        /* Unrolled: min mandatory copies, then either a loop or (max - min)
-         * optional copies.  Loops use fresh states so nothing re-enters `from`. */
-        uint32_t s = from;
-        for (int32_t i = 0; i < e.min && !b->rc; i++) {
-            uint32_t t = new_state(b);
-            build(b, e.a, s, t, self_rule, self_start, 0, depth + 1);
-            s = t;
-        }
-        if (e.max < 0) {
-            uint32_t loop = new_state(b), back = new_state(b);
-            add_edge(b, NE_EPS, s, loop, 0, 0);
-            build(b, e.a, loop, back, self_rule, self_start, 0, depth + 1);
-            add_edge(b, NE_EPS, back, loop, 0, 0);
-            add_edge(b, NE_EPS, loop, to, 0, 0);
-            return;
-        }
-        for (int32_t i = e.min; i < e.max && !b->rc; i++) {
-            add_edge(b, NE_EPS, s, to, 0, 0);
-            uint32_t t = new_state(b);
-            build(b, e.a, s, t, self_rule, self_start, 0, depth + 1);
-            s = t;
-        }
-        add_edge(b, NE_EPS, s, to, 0, 0);
+        /* Written out; inside copies marked flat (too many for the rules they
+         * reference to be expanded in each) references stay rule edges. */
+        int flat = b->regions && b->regions->flat_repeat && b->regions->flat_repeat[id];
+        b->flat += flat;
+        build_repeat(b, &e, from, to, self_rule, self_start, depth);
+        b->flat -= flat;
         return;
     }
     case XE_TOKEN:

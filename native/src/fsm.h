@@ -68,6 +68,7 @@ typedef struct {
     uint32_t *frag;  /* NFA start state of a member in the open expansion */
     uint32_t *stamp; /* which expansion set frag */
     uint32_t serial;
+    const uint8_t *flat_repeat; /* per expression: a repetition written out whose copies keep references as rule edges */
 } xg2_regions;
 
 /* Build the minimal DFA of one expression.

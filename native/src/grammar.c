@@ -111,8 +111,12 @@ out:
 }
 
 /* Rough NFA size of an expression if the rules marked in inl[] (NULL: none)
- * are expanded. */
-static uint64_t est_size(const xg2_ir *ir, uint32_t id, const uint8_t *inl, const uint64_t *rsize, int depth) {
+ * are expanded.  A repetition written out copy by copy whose copies would
+ * pass XG2_UNROLL_BUDGET with those rules expanded keeps the references inside
+ * it as rule edges (marked in flat[], which the automaton builder reads; the
+ * IR's unroll test counted each reference as one state). */
+static uint64_t est_size(const xg2_ir *ir, uint32_t id, const uint8_t *inl, const uint64_t *rsize, uint8_t *flat,
+                         int depth) {
     const xg2_expr *e = &ir->exprs.a[id];
     uint64_t s = 1;
     if (depth > 8 * XG2_MAX_NEST_DEPTH) return UINT32_MAX;
@@ -124,15 +128,20 @@ static uint64_t est_size(const xg2_ir *ir, uint32_t id, const uint8_t *inl, cons
         return 1;
     case XE_REF: return inl && inl[e->a] ? rsize[e->a] : 1;
     case XE_REPEAT: {
-        if (e->flags & XF_COUNTED) return est_size(ir, e->a, inl, rsize, depth + 1) + 3; /* a counted loop */
+        if (e->flags & XF_COUNTED) return est_size(ir, e->a, inl, rsize, flat, depth + 1) + 3; /* a counted loop */
         uint64_t k = e->max >= 0 ? (uint64_t)e->max : (uint64_t)e->min + 1;
-        s = est_size(ir, e->a, inl, rsize, depth + 1) * (k ? k : 1) + 2;
+        uint64_t c = est_size(ir, e->a, inl, rsize, flat, depth + 1);
+        if (inl && flat && k > 1 && c * k > XG2_UNROLL_BUDGET) {
+            flat[id] = 1;
+            c = est_size(ir, e->a, NULL, NULL, NULL, depth + 1);
+        }
+        s = c * (k ? k : 1) + 2;
         return s > UINT32_MAX ? UINT32_MAX : s;
     }
     case XE_SEQ:
     case XE_CHOICE:
         for (uint32_t i = 0; i < e->n; i++) {
-            s += est_size(ir, ir->pool.a[e->a + i], inl, rsize, depth + 1);
+            s += est_size(ir, ir->pool.a[e->a + i], inl, rsize, flat, depth + 1);
             if (s > UINT32_MAX) return UINT32_MAX;
         }
         return s;
@@ -169,7 +178,7 @@ static int find_regions(const xg2_ir *ir, const rule_graph *gr, const uint32_t *
     for (uint32_t r = 0; r < n; r++) {
         const xg2_rule_ir *ru = &ir->rules.a[r];
         if (ru->kind != RK_FSM || ru->lookahead >= 0 || gr->self_loop[r]) plain[comp[r]] = 0;
-        own[comp[r]] += est_size(ir, ru->body, NULL, NULL, 0);
+        own[comp[r]] += est_size(ir, ru->body, NULL, NULL, NULL, 0);
         for (uint32_t j = gr->off.a[r]; j < gr->off.a[r + 1]; j++) {
             src[j] = r;
             in_off[gr->adj.a[j] + 1]++;
@@ -219,7 +228,7 @@ out:
     return rc;
 }
 
-static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint32_t *region, int use_regions) {
+static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint8_t *flat, uint32_t *region, int use_regions) {
     uint32_t n = ir->rules.n;
     rule_graph gr = {0};
     int rc = XG2_OK;
@@ -257,7 +266,7 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint32_t *region, int
         uint32_t r = order[k];
         const xg2_rule_ir *ru = &ir->rules.a[r];
         if (region[r] != UINT32_MAX && region[r] != comp[r]) { /* built inside its region only */
-            regsize[region[r]] += est_size(ir, ru->body, inl, rsize, 0);
+            regsize[region[r]] += est_size(ir, ru->body, inl, rsize, flat, 0);
             continue;
         }
         if (region[r] != UINT32_MAX) {
@@ -266,7 +275,7 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint32_t *region, int
              * not at all, each entry sized as the region. */
             uint32_t m = csize[comp[r]];
             uint64_t total = regsize[comp[r]];
-            for (uint32_t i = k; i < k + m; i++) total += est_size(ir, ir->rules.a[order[i]].body, inl, rsize, 0);
+            for (uint32_t i = k; i < k + m; i++) total += est_size(ir, ir->rules.a[order[i]].body, inl, rsize, flat, 0);
             for (uint32_t i = k; i < k + m; i++) {
                 rsize[order[i]] = total;
                 inl[order[i]] = order[i] != ir->root && total <= XG2_INLINE_MAX_NFA;
@@ -274,7 +283,7 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint32_t *region, int
             k += m - 1;
             continue;
         }
-        rsize[r] = est_size(ir, ru->body, inl, rsize, 0);
+        rsize[r] = est_size(ir, ru->body, inl, rsize, flat, 0);
         /* A recursive rule is expanded into its callers (once: the builder never
          * expands a rule into itself) only if it is a dispatcher -- a choice, like
          * JSON's value -- so that what follows each alternative stays in the
@@ -613,16 +622,18 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     regions.stamp = xg2__calloc(n ? n : 1, sizeof(uint32_t));
     regions.region = region;
     uint8_t *inl = xg2__calloc(n, 1);
+    uint8_t *flat = xg2__calloc(ir->exprs.n ? ir->exprs.n : 1, 1);
     uint8_t *want = xg2__calloc(n, 1);
     xg2_dfa *dfa = xg2__calloc(n, sizeof(xg2_dfa));
     xg2_u32vec queue = {0};
     uint32_t *loop_base = NULL, *ncls = NULL;
     g->rules = xg2__calloc(n, sizeof(xg2_rule));
-    if (!inl || !want || !dfa || !g->rules || !region || !regions.frag || !regions.stamp) { rc = XG2_NOMEM(); goto out; }
+    if (!inl || !flat || !want || !dfa || !g->rules || !region || !regions.frag || !regions.stamp) { rc = XG2_NOMEM(); goto out; }
     g->n_rules = n;
     g->root = ir->root;
     for (uint32_t r = 0; r < n; r++) g->rules[r].lookahead = -1;
-    if ((rc = decide_inlining(ir, inl, region, use_regions))) goto out;
+    regions.flat_repeat = flat;
+    if ((rc = decide_inlining(ir, inl, flat, region, use_regions))) goto out;
     *merged = 0;
     for (uint32_t r = 0; r < n; r++) *merged |= region[r] != UINT32_MAX;
 
@@ -853,6 +864,7 @@ out:
     xg2__free(regions.frag);
     xg2__free(regions.stamp);
     xg2__free(inl);
+    xg2__free(flat);
     xg2__free(want);
     xg2__free(loop_base);
     xg2__free(ncls);

@@ -207,3 +207,26 @@ def test_right_linear_group_too_big_to_determinise_runs_as_rules():
     for _ in range(200):
         text = "".join(rng.choice("01") for _ in range(rng.randint(1, 3 * k)))
         assert _accepts(compiled, text) == bool(pattern.fullmatch(text)), text
+
+
+def test_written_out_repetition_keeps_its_references_as_rules():
+    # item is small enough to be expanded into its callers (a few hundred states),
+    # and ("," item){0,200} counts one state per reference, so the repetition is
+    # written out copy by copy: expanding item in each of the 200 copies would
+    # make ~80k states.  The copies keep item as a rule edge instead.
+    fields = " ".join(f'"k{i}=" [a-z]{{1,3}} ";"' for i in range(20))
+    grammar = f'root ::= "[" item ("," item){{0,200}} "]"\nitem ::= "<" {fields} ">"'
+    g = xgr.Grammar.from_ebnf(grammar)
+    assert g.num_states < 5000, g.num_states
+    info = xgr.TokenizerInfo(list("[],<>=;abck0123456789xyz"), xgr.VocabType.RAW)
+    compiled = xgr.GrammarCompiler(info, cache_enabled=False).compile_grammar(g)
+    pattern = re.compile(r"\[(?:<%s>)(?:,<%s>){0,200}\]" % ((";".join(f"k{i}=[a-z]{{1,3}}" for i in range(20)) + ";",) * 2))
+    rng = random.Random(7)
+    for _ in range(60):
+        items = ["<" + "".join(f"k{i}=" + "".join(rng.choice("abcxyz") for _ in range(rng.randint(1, 3))) + ";"
+                               for i in range(20)) + ">" for _ in range(rng.choice([1, 2, 5, 200, 201]))]
+        text = "[" + ",".join(items) + "]"
+        if rng.random() < 0.3:  # break it
+            j = rng.randrange(len(text))
+            text = text[:j] + rng.choice("a;<,9") + text[j + 1:]
+        assert _accepts(compiled, text) == bool(pattern.fullmatch(text)), text
