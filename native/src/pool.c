@@ -37,12 +37,40 @@ void xg2__pool_free(xg2_pool *p) {
         xg2__pool_release(e);
     }
     xg2__free(p->buckets);
+    xg2__free(p->old);
     pthread_mutex_destroy(&p->lock);
     memset(p, 0, sizeof *p);
 }
 
-static uint32_t bucket_of(const xg2_pool *p, uint64_t k1) {
-    return (uint32_t)(xg2__mix64(k1, 0x9e3779b9u) >> 17) & (p->n_buckets - 1);
+static uint32_t slot_of(uint64_t k1, uint32_t n_buckets) {
+    return (uint32_t)(xg2__mix64(k1, 0x9e3779b9u) >> 17) & (n_buckets - 1);
+}
+
+/* The chain that holds (or would hold) key k1: the old table's bucket while
+ * that is not moved yet, else the current table's. */
+static xg2_mask_entry **chain_of(xg2_pool *p, uint64_t k1) {
+    if (p->old) {
+        uint32_t k = slot_of(k1, p->n_old);
+        if (k >= p->moved) return &p->old[k];
+    }
+    return &p->buckets[slot_of(k1, p->n_buckets)];
+}
+
+/* Move up to `count` buckets of the old table. */
+static void move_buckets(xg2_pool *p, uint32_t count) {
+    for (; p->old && count; count--) {
+        for (xg2_mask_entry *e = p->old[p->moved], *next; e; e = next) {
+            next = e->hnext;
+            uint32_t k = slot_of(e->k1, p->n_buckets);
+            e->hnext = p->buckets[k];
+            p->buckets[k] = e;
+        }
+        if (++p->moved == p->n_old) {
+            xg2__free(p->old);
+            p->old = NULL;
+            p->n_old = p->moved = 0;
+        }
+    }
 }
 
 static void lru_unlink(xg2_pool *p, xg2_mask_entry *e) {
@@ -60,7 +88,7 @@ static void lru_push_front(xg2_pool *p, xg2_mask_entry *e) {
 }
 
 static void remove_entry(xg2_pool *p, xg2_mask_entry *e) {
-    xg2_mask_entry **link = &p->buckets[bucket_of(p, e->k1)];
+    xg2_mask_entry **link = chain_of(p, e->k1);
     while (*link != e) link = &(*link)->hnext;
     *link = e->hnext;
     lru_unlink(p, e);
@@ -80,7 +108,8 @@ xg2_mask_entry *xg2__pool_find(xg2_pool *p, uint64_t k1, uint64_t k2) {
     pthread_mutex_lock(&p->lock);
     xg2_mask_entry *e = NULL;
     if (p->n_buckets) {
-        for (e = p->buckets[bucket_of(p, k1)]; e; e = e->hnext)
+        move_buckets(p, 2);
+        for (e = *chain_of(p, k1); e; e = e->hnext)
             if (e->k1 == k1 && e->k2 == k2) break;
     }
     if (e) {
@@ -97,23 +126,20 @@ xg2_mask_entry *xg2__pool_find(xg2_pool *p, uint64_t k1, uint64_t k2) {
     return e;
 }
 
+/* Start moving to a table twice the size (the previous move is finished
+ * first; it always is by then: n doubles between two grows, and every insert
+ * moves two buckets). */
 static int grow(xg2_pool *p) {
     uint32_t nb = p->n_buckets ? p->n_buckets * 2 : 1024;
     xg2_mask_entry **b = xg2__calloc(nb, sizeof *b);
     if (!b) return XG2_NOMEM();
-    xg2_mask_entry **old = p->buckets;
-    uint32_t ob = p->n_buckets;
+    move_buckets(p, UINT32_MAX);
+    p->old = p->buckets;
+    p->n_old = p->n_buckets;
+    p->moved = 0;
     p->buckets = b;
     p->n_buckets = nb;
-    for (uint32_t i = 0; i < ob; i++) {
-        for (xg2_mask_entry *e = old[i], *next; e; e = next) {
-            next = e->hnext;
-            uint32_t k = bucket_of(p, e->k1);
-            e->hnext = b[k];
-            b[k] = e;
-        }
-    }
-    xg2__free(old);
+    if (!p->old) p->n_old = 0;
     return XG2_OK;
 }
 
@@ -124,8 +150,9 @@ xg2_mask_entry *xg2__pool_insert(xg2_pool *p, xg2_mask_entry *e) {
         xg2__mask_entry_free(e);
         return NULL;
     }
-    uint32_t k = bucket_of(p, e->k1);
-    for (xg2_mask_entry *x = p->buckets[k]; x; x = x->hnext) {
+    move_buckets(p, 2);
+    xg2_mask_entry **chain = chain_of(p, e->k1);
+    for (xg2_mask_entry *x = *chain; x; x = x->hnext) {
         if (x->k1 == e->k1 && x->k2 == e->k2) { /* another thread got there first */
             XG2_REF_INC(x);
             pthread_mutex_unlock(&p->lock);
@@ -134,8 +161,8 @@ xg2_mask_entry *xg2__pool_insert(xg2_pool *p, xg2_mask_entry *e) {
         }
     }
     e->refs = 2; /* the caller's and the pool's */
-    e->hnext = p->buckets[k];
-    p->buckets[k] = e;
+    e->hnext = *chain;
+    *chain = e;
     lru_push_front(p, e);
     p->n++;
     p->bytes += e->bytes;

@@ -34,10 +34,15 @@ struct xg2_mask_entry {
     xg2_mask_entry *prev, *next; /* LRU list, most recent first */
 };
 
+/* The hash table grows by doubling, incrementally: the buckets of the old
+ * table move a few per lookup or insert (a rehash of every entry at once, cold
+ * heap objects, would cost one fill a millisecond at 32k entries). */
 typedef struct {
     pthread_mutex_t lock;
     xg2_mask_entry **buckets;
     uint32_t n_buckets, n;
+    xg2_mask_entry **old;   /* the table being emptied, or NULL */
+    uint32_t n_old, moved;  /* its size; buckets [0, moved) are moved */
     size_t bytes, limit;
     xg2_mask_entry *head, *tail;
     uint64_t hits, misses, evictions;

@@ -1,5 +1,6 @@
 """Acceptance criterion 5: XGrammar-compatible API behaviour on small RAW vocabularies."""
 
+import random
 import string
 import threading
 
@@ -559,3 +560,38 @@ def test_allocate_token_bitmask_shape():
     bm = xgr.allocate_token_bitmask(3, 65)
     assert bm.shape == (3, 3) and bm.dtype == torch.int32 and bool((bm == -1).all())
     assert xgr.get_bitmask_shape(2, 64) == (2, 2)
+
+
+def test_mask_pool_grows_and_evicts_while_masks_stay_exact():
+    # Thousands of distinct states fill one vocabulary's mask pool past several
+    # doublings of its table, which moves buckets a few at a time while lookups,
+    # inserts and (second pool, a small limit) evictions go on: every mask must
+    # equal the one a fresh pool computes, and revisits must hit.
+    rng = random.Random(4)
+    words = sorted({"".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(6, 12))) for _ in range(1500)})
+    toks = list("abcdefghijklmnop") + ["ab", "cd", "efg", "gh", "abc", "op", "mnop"]
+    grammar = "root ::= " + " | ".join(f'"{w}"' for w in words)
+
+    def masks(info, order):
+        comp = xgr.GrammarCompiler(info, cache_limit_bytes=info_limit.get(id(info), 512 << 20))
+        compiled = comp.compile_grammar(grammar)
+        out = {}
+        for w in order:
+            m = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
+            for i in range(len(w)):
+                out[w[:i]] = sorted(allowed(m, len(toks)))
+                assert m.accept_string(w[i])
+        return out, comp.get_mask_cache_stats()
+
+    info_limit = {}
+    big = xgr.TokenizerInfo(toks, xgr.VocabType.RAW)
+    small = xgr.TokenizerInfo(toks, xgr.VocabType.RAW)
+    info_limit[id(small)] = 210_000  # ~2,100 entries: evicting while the table moves to 4,096 buckets
+    first, stats = masks(big, words)
+    assert stats["entries"] > 4096, stats  # past 1024 -> 2048 -> 4096 -> 8192 buckets
+    again, stats2 = masks(big, list(reversed(words)))
+    assert again == first and stats2["hits"] >= stats["entries"], (stats, stats2)
+    evicting, stats3 = masks(small, words)
+    assert evicting == first and stats3["evictions"] > 1000, stats3
+    fresh, _ = masks(xgr.TokenizerInfo(toks, xgr.VocabType.RAW), words[::-1])
+    assert fresh == first
