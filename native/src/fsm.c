@@ -45,6 +45,7 @@ typedef struct {
     uint32_t cur_tag;  /* tag given to new states */
     VEC(loop_rec) loops;
     uint32_t stack[MAX_INLINE_DEPTH];
+    uint64_t stack_hash[MAX_INLINE_DEPTH + 1]; /* [i]: the rules stack[0 .. i) */
     int sp;
     int rc;
     int flat;          /* inside copies of a repetition marked in regions->flat_repeat */
@@ -218,11 +219,28 @@ static void build_ref(nfa_builder *b, uint32_t r, uint32_t from, uint32_t to, ui
         b->rc = xg2__fail(XG2_ERR_LIMIT, "rules nested more than %d deep inside a lookahead assertion", MAX_INLINE_DEPTH);
         return;
     }
+    /* An expansion depends on the rule, where it ends, the rules around it (a
+     * recursive rule inside stays a reference), the loop tag and flat mode; a
+     * second expansion of the same kind (both arms of `(x r)? | r`, say) goes
+     * into the first one's copy instead of building another. */
+    uint64_t context = xg2__mix64(b->stack_hash[b->sp], (uint64_t)b->cur_tag << 1 | (b->flat > 0));
+    xg2_expansion *memo = b->regions && b->regions->expansion ? &b->regions->expansion[r] : NULL;
+    if (memo && memo->serial == b->regions->build_serial && memo->to == to && memo->context == context) {
+        add_edge(b, NE_EPS, from, memo->start, 0, 0);
+        return;
+    }
+    b->stack_hash[b->sp + 1] = xg2__mix64(b->stack_hash[b->sp], r);
     b->stack[b->sp++] = r;
     uint32_t s0 = new_state(b);
     add_edge(b, NE_EPS, from, s0, 0, 0);
     build(b, ir->rules.a[r].body, s0, to, r, s0, 1, depth + 1);
     b->sp--;
+    if (memo) {
+        memo->serial = b->regions->build_serial;
+        memo->to = to;
+        memo->context = context;
+        memo->start = s0;
+    }
 }
 
 /* A repetition written out: min mandatory copies, then either a loop or
@@ -246,6 +264,10 @@ static void build_repeat(nfa_builder *b, const xg2_expr *e, uint32_t from, uint3
     }
     for (int32_t i = e->min; i < e->max && !b->rc; i++) {
         add_edge(b, NE_EPS, s, to, 0, 0);
+        if (i + 1 == e->max) { /* the last copy ends at `to` itself */
+            build(b, e->a, s, to, self_rule, self_start, 0, depth + 1);
+            return;
+        }
         uint32_t t = new_state(b);
         build(b, e->a, s, t, self_rule, self_start, 0, depth + 1);
         s = t;
@@ -1336,7 +1358,12 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     memset(out, 0, sizeof *out);
     uint32_t start = new_state(&b), final = new_state(&b);
     (void)start;
-    if (self_rule != UINT32_MAX) b.stack[b.sp++] = self_rule; /* never expand a rule into itself */
+    if (b.regions) b.regions->build_serial++;
+    b.stack_hash[0] = 0x6a09e667f3bcc909ull;
+    if (self_rule != UINT32_MAX) { /* never expand a rule into itself */
+        b.stack_hash[1] = xg2__mix64(b.stack_hash[0], self_rule);
+        b.stack[b.sp++] = self_rule;
+    }
     if (region_of(&b, self_rule) != UINT32_MAX && expr == ir->rules.a[self_rule].body)
         build_region(&b, self_rule, 0, final, 0);
     else

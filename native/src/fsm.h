@@ -69,7 +69,17 @@ typedef struct {
     uint32_t *stamp; /* which expansion set frag */
     uint32_t serial;
     const uint8_t *flat_repeat; /* per expression: a repetition written out whose copies keep references as rule edges */
+    /* Scratch per rule, owned by the caller: the last inline expansion of the
+     * rule in the current build (its exit state, context, and start state), so
+     * that a rule expanded twice towards the same exit is built once. */
+    struct xg2_expansion *expansion;
+    uint32_t build_serial;
 } xg2_regions;
+
+typedef struct xg2_expansion {
+    uint64_t context; /* hash of the rules being expanded around it, loop tag and flat mode */
+    uint32_t serial, to, start;
+} xg2_expansion;
 
 /* Build the minimal DFA of one expression.
  *   inline_rule[r]: references to rule r are expanded in place (NULL: none);

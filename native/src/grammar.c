@@ -621,6 +621,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     regions.frag = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
     regions.stamp = xg2__calloc(n ? n : 1, sizeof(uint32_t));
     regions.region = region;
+    regions.expansion = xg2__calloc(n ? n : 1, sizeof(xg2_expansion));
     uint8_t *inl = xg2__calloc(n, 1);
     uint8_t *flat = xg2__calloc(ir->exprs.n ? ir->exprs.n : 1, 1);
     uint8_t *want = xg2__calloc(n, 1);
@@ -628,7 +629,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     xg2_u32vec queue = {0};
     uint32_t *loop_base = NULL, *ncls = NULL;
     g->rules = xg2__calloc(n, sizeof(xg2_rule));
-    if (!inl || !flat || !want || !dfa || !g->rules || !region || !regions.frag || !regions.stamp) { rc = XG2_NOMEM(); goto out; }
+    if (!inl || !flat || !want || !dfa || !g->rules || !region || !regions.frag || !regions.stamp || !regions.expansion) { rc = XG2_NOMEM(); goto out; }
     g->n_rules = n;
     g->root = ir->root;
     for (uint32_t r = 0; r < n; r++) g->rules[r].lookahead = -1;
@@ -863,6 +864,7 @@ out:
     xg2__free(region);
     xg2__free(regions.frag);
     xg2__free(regions.stamp);
+    xg2__free(regions.expansion);
     xg2__free(inl);
     xg2__free(flat);
     xg2__free(want);

@@ -230,3 +230,61 @@ def test_written_out_repetition_keeps_its_references_as_rules():
             j = rng.randrange(len(text))
             text = text[:j] + rng.choice("a;<,9") + text[j + 1:]
         assert _accepts(compiled, text) == bool(pattern.fullmatch(text)), text
+
+
+def _items(compiled, prefix):
+    m = xgr.GrammarMatcher(compiled)
+    assert m.accept_string(prefix)
+    return {line.split()[0] for line in m._debug_print_internal_state().splitlines()[1:] if line.strip()}
+
+
+def _links_ok(text, n):
+    """{} or {k<i>:<digits>,...} with strictly increasing i < n."""
+    if text == "{}":
+        return True
+    if not (text.startswith("{") and text.endswith("}")):
+        return False
+    last = -1
+    for member in text[1:-1].split(","):
+        m = re.fullmatch(r"k([0-9]+):[0-9]+", member)
+        if not m or not last < int(m.group(1)) < n or m.group(1) != str(int(m.group(1))):
+            return False
+        last = int(m.group(1))
+    return True
+
+
+def test_optional_links_share_their_next_link():
+    # Each link is written twice towards the same end -- after its own member and
+    # in place of it -- the shape of a chain of optional properties; the automaton
+    # builder expands such a link once per caller and enters it from both places.
+    n = 12
+    lines = ['root ::= "{" l0 "}" | "{}"', f'l{n - 1} ::= "k{n - 1}:" [0-9]+']
+    lines += [f'l{i} ::= "k{i}:" [0-9]+ ("," l{i + 1})? | l{i + 1}' for i in range(n - 1)]
+    compiled = xgr.GrammarCompiler(xgr.TokenizerInfo(list("{}:,k0123456789"), xgr.VocabType.RAW),
+                                   cache_enabled=False).compile_grammar("\n".join(lines))
+    rng = random.Random(11)
+    for _ in range(400):
+        keys = sorted(rng.sample(range(n), rng.randint(0, 4)))
+        if rng.random() < 0.3:
+            rng.shuffle(keys)
+        text = "{" + ",".join(f"k{i}:{rng.randint(0, 99)}" for i in keys) + "}"
+        if rng.random() < 0.2:  # break it
+            j = rng.randrange(len(text))
+            text = text[:j] + rng.choice(",:k9}") + text[j + 1:]
+        assert _accepts(compiled, text) == _links_ok(text, n), text
+
+
+def test_rule_written_twice_in_a_body_keeps_each_continuation():
+    # r is expanded at each place it is written; only expansions that end in the
+    # same place may share one copy (here they end before "x", before "y", and at
+    # the end of one alternative or the other).
+    grammar = 'root ::= r "x" r "y" | "(" r ")" | "[" (r "," )? r "]"\nr ::= "a" [0-9]* | "b"'
+    compiled = xgr.GrammarCompiler(xgr.TokenizerInfo(list("abxy()[],0123"), xgr.VocabType.RAW),
+                                   cache_enabled=False).compile_grammar(grammar)
+    r = "(?:a[0-9]*|b)"
+    pattern = re.compile(f"{r}x{r}y|\\({r}\\)|\\[(?:{r},)?{r}\\]")
+    rng = random.Random(13)
+    pieces = ["a", "b", "a12", "x", "y", "(", ")", "[", "]", ","]
+    for _ in range(2000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 7)))
+        assert _accepts(compiled, text) == bool(pattern.fullmatch(text)), text
