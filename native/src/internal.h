@@ -23,7 +23,7 @@
 #define XG2_MAX_NFA_STATES (1 << 22)    /* per rule, before determinisation */
 #define XG2_MAX_DFA_STATES 20000        /* per rule; larger rules are split */
 #define XG2_MAX_TOTAL_STATES (1 << 24)  /* per grammar */
-#define XG2_INLINE_MAX_NFA 512          /* inline a rule this small into its callers */
+#define XG2_INLINE_MAX_NFA 256          /* inline a rule this small into its callers (each gets a copy to determinise) */
 #define XG2_REGION_MAX_NFA (1 << 14)    /* estimated NFA states of a right-linear region */
 #define XG2_MAX_SET_ITEMS (1 << 18)     /* Earley items at one input position */
 #define XG2_MAX_GUARDS 4096             /* distinct pending-lookahead sets per matcher */

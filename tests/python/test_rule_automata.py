@@ -165,10 +165,10 @@ def _chain_ok(text: str, n: int) -> bool:
     return True
 
 
-@pytest.mark.parametrize("n", [60, 200])
+@pytest.mark.parametrize("n", [30, 200])
 def test_right_linear_group_runs_as_one_automaton(n):
     # The group's rules reference each other only at their ends: the core merges
-    # them into one automaton -- inlined into root when small (n = 60), else the
+    # them into one automaton -- inlined into root when small (n = 30), else the
     # automaton of c0 -- so after "<ab1c" the parser holds no item of c1, c2, c3.
     info = xgr.TokenizerInfo(list("<>,abcdefghijklmnopqrstuvwxyz0123456789"), xgr.VocabType.RAW)
     compiled = xgr.GrammarCompiler(info, cache_enabled=False).compile_grammar(_chain_group(n))
