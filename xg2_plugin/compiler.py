@@ -29,6 +29,11 @@ def _check_count(value, what: str) -> None:
         raise InvalidArgumentError(f"{what} must be an int >= 0, got {value!r}")
 
 
+def _check_ms(value, what: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
+        raise InvalidArgumentError(f"{what} must be a number of milliseconds >= 0 or None, got {value!r}")
+
+
 def _precompute_pool() -> ThreadPoolExecutor:
     """One background thread for the whole process: precompute runs beside decoding,
     and a compile must not pay for starting a thread."""
@@ -62,19 +67,22 @@ class CompiledGrammar:
     def memory_size_bytes(self) -> int:
         return int(lib.xg2_compiled_memory_bytes(self._handle))
 
-    def precompute(self, max_states: Optional[int] = None) -> int:
+    def precompute(self, max_states: Optional[int] = None, max_ms: Optional[float] = None) -> int:
         """Compute ahead the token masks of up to ``max_states`` automaton states
         (all when None), nearest the grammar's start first, into the tokenizer's
         shared mask cache (within its limit), so that fills there later are cache
-        hits.  Blocks without holding the GIL, so it can run in a background
-        thread beside matchers of this grammar (as ``GrammarCompiler(...,
-        precompute_states=N)`` does right after compile).  Returns the number of
-        states computed or found cached."""
+        hits; stop after the state in progress once ``max_ms`` milliseconds have
+        passed (no limit when None).  Blocks without holding the GIL, so it can run
+        in a background thread beside matchers of this grammar (as
+        ``GrammarCompiler(..., precompute_states=N)`` does right after compile).
+        Returns the number of states computed or found cached."""
         if max_states is not None:
             _check_count(max_states, "max_states (or None)")
+        _check_ms(max_ms, "max_ms")
         n = -1 if max_states is None else min(max_states, 2**31 - 1)
+        ns = -1 if max_ms is None else min(int(max_ms * 1e6), 2**63 - 1)
         done = ffi.new("int32_t *")
-        check(lib.xg2_compiled_precompute(self._handle, n, done))
+        check(lib.xg2_compiled_precompute(self._handle, n, ns, done))
         return int(done[0])
 
     @property
@@ -107,6 +115,9 @@ class GrammarCompiler:
         so an engine overlaps that work with prefill; 0 (default) computes masks
         only when a matcher first needs them.  The work is exposed as
         :attr:`CompiledGrammar.precompute_future`.
+    precompute_ms
+        A time budget for that work, in milliseconds from when it starts (the
+        prefill it overlaps with); None (default): until ``precompute_states``.
     """
 
     def __init__(
@@ -117,6 +128,7 @@ class GrammarCompiler:
         cache_enabled: bool = True,
         cache_limit_bytes: int = -1,
         precompute_states: int = 0,
+        precompute_ms: Optional[float] = None,
     ) -> None:
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise InvalidArgumentError("tokenizer_info must be a TokenizerInfo")
@@ -125,7 +137,9 @@ class GrammarCompiler:
         if cache_limit_bytes != -1 and cache_limit_bytes < 0:
             raise InvalidArgumentError("cache_limit_bytes must be -1 (default bound) or >= 0")
         _check_count(precompute_states, "precompute_states")
+        _check_ms(precompute_ms, "precompute_ms")
         self._precompute_states = precompute_states
+        self._precompute_ms = precompute_ms
         self._tokenizer_info = tokenizer_info
         self._max_threads = int(max_threads)
         self._cache_enabled = bool(cache_enabled)
@@ -225,7 +239,8 @@ class GrammarCompiler:
                     return hit
         compiled = CompiledGrammar(make_grammar(), self._tokenizer_info)
         if self._precompute_states:
-            compiled._precompute_future = _precompute_pool().submit(compiled.precompute, self._precompute_states)
+            compiled._precompute_future = _precompute_pool().submit(
+                compiled.precompute, self._precompute_states, self._precompute_ms)
         if self._cache_enabled:
             size = compiled.memory_size_bytes
             with self._lock:

@@ -24,7 +24,9 @@ What "cold" means, per engine (all reuse their tokenizer set-up, which is done o
   number ranges, formats and character sets) are cleared too, unless
   ``--keep-frontend-memo``.  ``--precompute-states N`` turns on the background
   precompute of N states' masks after compile and waits for it, untimed, before
-  the instances (what an engine overlaps with prefill).
+  the instances (what an engine overlaps with prefill); ``--precompute-ms P``
+  bounds that work to P ms from its start (the prefill it hides under), and the
+  report says how long it ran and how many states it did.
 * ``xgrammar``: a fresh ``GrammarCompiler(max_threads=1, cache_enabled=False)`` per
   schema (its compile precomputes the adaptive token mask cache, so that is in the
   compile time); mode ``strict_mode=False`` (MaskBench's "compliant" mode) and
@@ -145,8 +147,8 @@ class Adapter:
 
     mask: Any = None
 
-    def settle(self, compiled: Any) -> None:  # untimed, after the first mask
-        pass
+    def settle(self, compiled: Any) -> Optional[Dict[str, float]]:  # untimed, after the first mask
+        return None
 
     def stop_allowed(self) -> bool:
         row = self.mask[0]
@@ -194,29 +196,36 @@ class Xg2Adapter(XGrammarAPIAdapter):
     name = "xg2"
 
     def __init__(self, tok, *, cache_limit_bytes: Optional[int] = None, keep_memo: bool = False,
-                 precompute_states: int = 0) -> None:
+                 precompute_states: int = 0, precompute_ms: Optional[float] = None) -> None:
         import xg2_plugin as xgr
 
         self.setup(xgr, tok)
         self.xgr = xgr
         self.keep_memo = keep_memo
         self.precompute_states = precompute_states
+        self.precompute_ms = precompute_ms
         # With a cache limit, one compiler lives for the whole run (a cache bounded in
         # bytes, as a server would hold); each schema is still compiled once (a miss).
         self.persistent = cache_limit_bytes is not None
         self.compiler = xgr.GrammarCompiler(self.info, max_threads=1, cache_limit_bytes=cache_limit_bytes or -1,
-                                            precompute_states=precompute_states)
+                                            precompute_states=precompute_states, precompute_ms=precompute_ms)
         self.refusals = (xgr.GrammarError, xgr.LimitExceededError, xgr.InvalidArgumentError)
 
     def cold(self) -> None:
         if not self.keep_memo:
             clear_frontend_memo()
         if not self.persistent:
-            self.compiler = self.xgr.GrammarCompiler(self.info, max_threads=1, precompute_states=self.precompute_states)
+            self.compiler = self.xgr.GrammarCompiler(self.info, max_threads=1, precompute_states=self.precompute_states,
+                                                     precompute_ms=self.precompute_ms)
 
-    def settle(self, compiled) -> None:
-        if compiled.precompute_future is not None:  # background work an engine overlaps with prefill
-            compiled.precompute_future.result()
+    def settle(self, compiled) -> Optional[Dict[str, float]]:
+        """Wait for the background precompute (work an engine overlaps with prefill):
+        how long after the first mask it ran on, and the states it did."""
+        if compiled.precompute_future is None:
+            return None
+        t0 = time.perf_counter()
+        states = compiled.precompute_future.result()
+        return {"wait_ms": 1e3 * (time.perf_counter() - t0), "states": states}
 
     def compile(self, schema_text):
         try:
@@ -451,7 +460,9 @@ def time_schema(eng: Adapter, schema_text: str, token_lists, valid) -> Tuple[Dic
         eng.fill_fn(m)()
         t3 = ns()
         res.update(compile_ns=t3 - t0, parts_ns={"compile": t1 - t0, "matcher": t2 - t1, "first_fill": t3 - t2})
-        eng.settle(compiled)
+        pre = eng.settle(compiled)
+        if pre is not None:
+            res["precompute"] = pre
         try:
             res["instances"] = time_instances(eng, compiled, token_lists, valid, samples)
         except Exception as e:
@@ -715,7 +726,8 @@ def loadavg() -> List[float]:
 
 def run_speed(opts, cases: List[SchemaCase], engines: List[str]) -> Dict[str, Any]:
     runner = Runner(engines, inline=opts.in_process, memory_limit_gb=opts.memory_limit_gb)
-    kwargs = {"xg2": {"keep_memo": opts.keep_frontend_memo, "precompute_states": opts.precompute_states}}
+    kwargs = {"xg2": {"keep_memo": opts.keep_frontend_memo, "precompute_states": opts.precompute_states,
+                      "precompute_ms": opts.precompute_ms}}
     try:
         init = runner.run_all(init_task, {e: {"engine": e, "tokenizer": opts.tokenizer, "warmup": opts.warmup,
                                               "engine_kwargs": kwargs.get(e, {})} for e in engines}, 1800)  # fmt: skip
@@ -844,8 +856,26 @@ def report(opts, result: Dict[str, Any], cases: List[SchemaCase], engines: List[
     if not opts.in_process:
         lines += ["Worker memory (MiB): resident after loading the tokenizer and engine, and peak (getrusage):", "",
                   markdown_table(["engine", "after load", "peak"], mem), ""]  # fmt: skip
+    lines.append(precompute_report(runs[-1]["per_schema"], opts))
     lines.append(slowest_report(runs[-1]["per_schema"], engines, opts.top))
     return "\n".join(lines)
+
+
+def precompute_report(per_schema: Dict[str, Dict[str, Dict[str, Any]]], opts) -> str:
+    """How long our background precompute ran on after the first mask (last run)."""
+    pre = [per_schema[c]["xg2"]["precompute"] for c in per_schema if "precompute" in per_schema[c].get("xg2", {})]
+    if not pre:
+        return ""
+    import numpy as np
+
+    wait = np.array([p["wait_ms"] for p in pre])
+    states = np.array([p["states"] for p in pre])
+    budget = f"at most {opts.precompute_states} states" + (
+        f" or {opts.precompute_ms:g} ms" if opts.precompute_ms is not None else "")
+    return (f"Background precompute ({budget}, started at compile; untimed wait after the first mask, "
+            f"{len(pre)} schemas): it ran on for p50 {np.percentile(wait, 50):.1f} ms, p90 "
+            f"{np.percentile(wait, 90):.1f} ms, max {wait.max():.1f} ms after the first mask, and did p50 "
+            f"{np.percentile(states, 50):.0f} states (max {states.max():.0f}).\n")
 
 
 def slowest_report(per_schema: Dict[str, Dict[str, Dict[str, Any]]], engines: Sequence[str], top: int) -> str:
@@ -913,6 +943,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ap.add_argument("--precompute-states", type=int, default=0,
                     help="ours: precompute this many states' masks in the background after compile, "
                          "waited for (untimed) before the instances, as an engine overlaps it with prefill")
+    ap.add_argument("--precompute-ms", type=float, default=None,
+                    help="ours: stop that background work this many ms after it starts (the prefill it overlaps)")
     ap.add_argument("--split-ms", type=float, default=50.0,
                     help="for our schemas slower than this to first mask, compile again (untimed) to split the steps")
     ap.add_argument("--no-warmup", dest="warmup", action="store_false",

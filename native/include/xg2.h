@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XG2_ABI_VERSION 1
+#define XG2_ABI_VERSION 2
 
 /* Status codes.  ORDER STATUS: keep in sync with xg2_plugin/_errors.py.
  * New codes may be added; callers must treat unknown codes as errors. */
@@ -133,8 +133,10 @@ size_t xg2_compiled_memory_bytes(const xg2_compiled *compiled);
  * negative), nearest the grammar's start first, into the vocabulary's shared
  * mask cache (bounded by its limit), so later fills there are cache hits.  Meant
  * for a background thread right after compile (an engine overlaps it with
- * prefill); safe beside matchers of the same grammar.  *done: states computed. */
-int xg2_compiled_precompute(const xg2_compiled *compiled, int32_t max_states, int32_t *done);
+ * prefill); safe beside matchers of the same grammar.  Stops after the state in
+ * progress once max_ns nanoseconds have passed (no limit if negative): the time
+ * prefill leaves.  *done: states computed or found cached. */
+int xg2_compiled_precompute(const xg2_compiled *compiled, int32_t max_states, int64_t max_ns, int32_t *done);
 
 /* ---- matcher ---------------------------------------------------------- */
 

@@ -3,6 +3,8 @@
  */
 #include "compiled.h"
 
+#include <time.h>
+
 int xg2_compiled_new(const xg2_grammar *g, const xg2_vocab *v, xg2_compiled **out) {
     xg2__clear_error();
     if (!g || !v || !out) return xg2__fail(XG2_ERR_ARG, "NULL argument");
@@ -35,10 +37,17 @@ size_t xg2_compiled_memory_bytes(const xg2_compiled *c) {
  * generation meets first; each state a waiting item can sit in gets its mask
  * entry computed into the shared pool (a kernel item at loop count 0, no guard:
  * what a fill there looks up).  Entries already in the pool cost a lookup. */
-int xg2_compiled_precompute(const xg2_compiled *c, int32_t max_states, int32_t *done) {
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int xg2_compiled_precompute(const xg2_compiled *c, int32_t max_states, int64_t max_ns, int32_t *done) {
     xg2__clear_error();
     if (!c || !done) return xg2__fail(XG2_ERR_ARG, "NULL argument");
     *done = 0;
+    int64_t deadline = max_ns < 0 ? INT64_MAX : now_ns() + max_ns;
     const xg2_grammar *g = c->g;
     uint32_t n = g->n_states, head = 0, tail = 0;
     if (!n || max_states == 0) return XG2_OK;
@@ -48,7 +57,7 @@ int xg2_compiled_precompute(const xg2_compiled *c, int32_t max_states, int32_t *
     if (!queue || !seen) { rc = XG2_NOMEM(); goto out; }
 #define VISIT(t) do { uint32_t t_ = (t); if (t_ != XG2_NONE && t_ < n && !seen[t_]) { seen[t_] = 1; queue[tail++] = t_; } } while (0)
     VISIT(g->rules[g->root].start);
-    while (head < tail && (max_states < 0 || *done < max_states)) {
+    while (head < tail && (max_states < 0 || *done < max_states) && now_ns() < deadline) {
         uint32_t s = queue[head++];
         const xg2_state *st = &g->states[s];
         if (st->flags & (SF_BYTES | SF_REFS | SF_REPEAT)) {

@@ -271,11 +271,38 @@ def test_precomputed_masks_are_exact_and_used(deepseek):
         for bad in (-1, 1.5, True, "3"):
             with pytest.raises(xgr.InvalidArgumentError):
                 compiled.precompute(bad)
+        for bad in (-1, True, "3", float("nan")):
+            with pytest.raises(xgr.InvalidArgumentError):
+                compiled.precompute(max_ms=bad)
+            with pytest.raises(xgr.InvalidArgumentError):
+                xgr.GrammarCompiler(info, precompute_states=8, precompute_ms=bad)
         with pytest.raises(xgr.InvalidArgumentError):
             xgr.GrammarCompiler(info, precompute_states=-2)
         assert xgr.GrammarCompiler(info).compile_json_schema(schema).precompute_future is None
     finally:
         xgr.GrammarCompiler(info)  # the default limit again
+
+
+def test_precompute_stops_at_its_time_budget(deepseek):
+    # The budget is the prefill an engine overlaps the work with: none left, no
+    # state is computed; a budget cut short leaves states for a later call; with
+    # time enough it goes as far as the state count.
+    info = deepseek.compiler.tokenizer_info
+    comp = xgr.GrammarCompiler(info)
+    comp.clear_cache()
+    schema = {"type": "object", "properties": {f"k{i}": {"type": ["string", "integer", "boolean"][i % 3]}
+                                               for i in range(40)}}
+    compiled = comp.compile_json_schema(schema)
+    misses = comp.get_mask_cache_stats()["misses"]  # (counted since the pool was made)
+    assert compiled.precompute(max_ms=0) == 0
+    assert comp.get_mask_cache_stats()["misses"] == misses
+    first = compiled.precompute(max_ms=0.05)  # the state in progress finishes: at least one
+    total = compiled.precompute(max_ms=60_000)
+    assert 1 <= first < total == compiled.precompute()
+    assert comp.get_mask_cache_stats()["misses"] == misses + total  # each state computed once in all
+    background = xgr.GrammarCompiler(info, precompute_states=10_000, precompute_ms=60_000)
+    background.clear_cache()
+    assert background.compile_json_schema(schema, any_whitespace=False).precompute_future.result(timeout=120) > 0
 
 
 def check_instance(vocab, schema, inst, seed, name, compiler=None):

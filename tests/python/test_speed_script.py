@@ -105,6 +105,19 @@ def test_speed_script(tmp_path):
     assert speed.rotated(["a", "b", "c"], 1) == ["b", "c", "a"] and speed.rotated(["a", "b"], 2) == ["a", "b"]
 
 
+def test_speed_script_with_background_precompute(tmp_path):
+    data = tmp_path / "maskbench"
+    data.mkdir()
+    (data / "person.json").write_text(json.dumps(SCHEMAS["person"]))
+    out = tmp_path / "speed.md"
+    argv = ["--data", str(data), "--tokenizer", TOKENIZER, "--engines", "xg2", "--precompute-states", "40",
+            "--precompute-ms", "500", "--in-process", "--no-warmup", "--out", str(out), "--quiet"]  # fmt: skip
+    assert speed.main(argv) == 0
+    assert "Background precompute (at most 40 states or 500 ms" in out.read_text()
+    pre = json.loads((tmp_path / "speed.json").read_text())["runs"][0]["per_schema"]["person"]["xg2"]["precompute"]
+    assert 1 <= pre["states"] <= 40 and 0 <= pre["wait_ms"] < 60_000, pre
+
+
 @pytest.mark.parametrize("script", ["speed.py", "pressure.py"])
 def test_command_line(script):
     proc = subprocess.run([sys.executable, os.path.join(BENCH, script), "--help"], capture_output=True, text=True,
