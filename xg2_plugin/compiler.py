@@ -80,7 +80,7 @@ class CompiledGrammar:
             _check_count(max_states, "max_states (or None)")
         _check_ms(max_ms, "max_ms")
         n = -1 if max_states is None else min(max_states, 2**31 - 1)
-        ns = -1 if max_ms is None else min(int(max_ms * 1e6), 2**63 - 1)
+        ns = -1 if max_ms is None or max_ms >= 2**63 / 1e6 else int(max_ms * 1e6)  # (inf: no limit)
         done = ffi.new("int32_t *")
         check(lib.xg2_compiled_precompute(self._handle, n, ns, done))
         return int(done[0])

@@ -32,22 +32,22 @@ size_t xg2_compiled_memory_bytes(const xg2_compiled *c) {
     return c ? sizeof *c + c->g->memory_bytes : 0;
 }
 
-/* States in breadth-first order from the root's start (byte edges, the starts
- * of called rules, the states calls return to), so the first ones are those a
- * generation meets first; each state a waiting item can sit in gets its mask
- * entry computed into the shared pool (a kernel item at loop count 0, no guard:
- * what a fill there looks up).  Entries already in the pool cost a lookup. */
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* States in breadth-first order from the root's start (byte edges, the starts
+ * of called rules, the states calls return to), so the first ones are those a
+ * generation meets first; each state a waiting item can sit in gets its mask
+ * entry computed into the shared pool (a kernel item at loop count 0, no guard:
+ * what a fill there looks up).  Entries already in the pool cost a lookup. */
 int xg2_compiled_precompute(const xg2_compiled *c, int32_t max_states, int64_t max_ns, int32_t *done) {
     xg2__clear_error();
     if (!c || !done) return xg2__fail(XG2_ERR_ARG, "NULL argument");
     *done = 0;
-    int64_t deadline = max_ns < 0 ? INT64_MAX : now_ns() + max_ns;
+    int64_t start = now_ns(), deadline = max_ns < 0 || max_ns > INT64_MAX - start ? INT64_MAX : start + max_ns;
     const xg2_grammar *g = c->g;
     uint32_t n = g->n_states, head = 0, tail = 0;
     if (!n || max_states == 0) return XG2_OK;
