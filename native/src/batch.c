@@ -9,7 +9,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "internal.h"
 
@@ -130,12 +129,6 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Wait until gen moves past `seen`: spin first, then sleep. */
 static uint64_t await_gen(uint64_t seen) {
     uint64_t g, t0 = 0;
@@ -143,7 +136,7 @@ static uint64_t await_gen(uint64_t seen) {
         if ((g = __atomic_load_n(&pool.gen, __ATOMIC_ACQUIRE)) != seen) return g;
         cpu_relax();
         if ((k & 255) != 255) continue;
-        uint64_t t = now_ns();
+        uint64_t t = (uint64_t)xg2__now_ns();
         if (!t0) t0 = t;
         else if (t - t0 > SPIN_NS) break;
     }

@@ -3,8 +3,6 @@
  */
 #include "compiled.h"
 
-#include <time.h>
-
 int xg2_compiled_new(const xg2_grammar *g, const xg2_vocab *v, xg2_compiled **out) {
     xg2__clear_error();
     if (!g || !v || !out) return xg2__fail(XG2_ERR_ARG, "NULL argument");
@@ -32,12 +30,6 @@ size_t xg2_compiled_memory_bytes(const xg2_compiled *c) {
     return c ? sizeof *c + c->g->memory_bytes : 0;
 }
 
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* States in breadth-first order from the root's start (byte edges, the starts
  * of called rules, the states calls return to), so the first ones are those a
  * generation meets first; each state a waiting item can sit in gets its mask
@@ -47,7 +39,7 @@ int xg2_compiled_precompute(const xg2_compiled *c, int32_t max_states, int64_t m
     xg2__clear_error();
     if (!c || !done) return xg2__fail(XG2_ERR_ARG, "NULL argument");
     *done = 0;
-    int64_t start = now_ns(), deadline = max_ns < 0 || max_ns > INT64_MAX - start ? INT64_MAX : start + max_ns;
+    int64_t start = xg2__now_ns(), deadline = max_ns < 0 || max_ns > INT64_MAX - start ? INT64_MAX : start + max_ns;
     const xg2_grammar *g = c->g;
     uint32_t n = g->n_states, head = 0, tail = 0;
     if (!n || max_states == 0) return XG2_OK;
@@ -57,7 +49,7 @@ int xg2_compiled_precompute(const xg2_compiled *c, int32_t max_states, int64_t m
     if (!queue || !seen) { rc = XG2_NOMEM(); goto out; }
 #define VISIT(t) do { uint32_t t_ = (t); if (t_ != XG2_NONE && t_ < n && !seen[t_]) { seen[t_] = 1; queue[tail++] = t_; } } while (0)
     VISIT(g->rules[g->root].start);
-    while (head < tail && (max_states < 0 || *done < max_states) && now_ns() < deadline) {
+    while (head < tail && (max_states < 0 || *done < max_states) && xg2__now_ns() < deadline) {
         uint32_t s = queue[head++];
         const xg2_state *st = &g->states[s];
         if (st->flags & (SF_BYTES | SF_REFS | SF_REPEAT)) {

@@ -55,6 +55,12 @@ XG2_HIDDEN void xg2__dfa_free(xg2_dfa *d);
 /* A deep copy of a DFA; XG2_OK or XG2_ERR_NOMEM. */
 XG2_HIDDEN int xg2__dfa_copy(const xg2_dfa *src, xg2_dfa *dst);
 
+/* The last inline expansion of a rule in one automaton build (see xg2_regions). */
+typedef struct {
+    uint64_t context; /* hash of the rules being expanded around it, loop tag and flat mode */
+    uint32_t serial, to, start;
+} xg2_expansion;
+
 /* Right-linear regions: rules whose references among themselves are all in
  * tail position (a DFA written one rule per state, say) together match a
  * regular language, so expanding the region's entry builds every member in
@@ -72,14 +78,9 @@ typedef struct {
     /* Scratch per rule, owned by the caller: the last inline expansion of the
      * rule in the current build (its exit state, context, and start state), so
      * that a rule expanded twice towards the same exit is built once. */
-    struct xg2_expansion *expansion;
+    xg2_expansion *expansion;
     uint32_t build_serial;
 } xg2_regions;
-
-typedef struct xg2_expansion {
-    uint64_t context; /* hash of the rules being expanded around it, loop tag and flat mode */
-    uint32_t serial, to, start;
-} xg2_expansion;
 
 /* Build the minimal DFA of one expression.
  *   inline_rule[r]: references to rule r are expanded in place (NULL: none);

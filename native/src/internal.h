@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "xg2.h"
 
@@ -86,6 +87,13 @@ XG2_HIDDEN int xg2__charvec_printf(xg2_charvec *v, const char *fmt, ...)
 #define XG2_REF_DEC(p) __atomic_sub_fetch(&(p)->refs, 1, __ATOMIC_ACQ_REL)
 
 /* ---- small helpers ---- */
+/* Monotonic clock, nanoseconds (spin limits, time budgets). */
+static inline int64_t xg2__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static inline uint64_t xg2__mix64(uint64_t h, uint64_t x) {
     h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     h *= 0xff51afd7ed558ccdull;

@@ -232,12 +232,6 @@ def test_written_out_repetition_keeps_its_references_as_rules():
         assert _accepts(compiled, text) == bool(pattern.fullmatch(text)), text
 
 
-def _items(compiled, prefix):
-    m = xgr.GrammarMatcher(compiled)
-    assert m.accept_string(prefix)
-    return {line.split()[0] for line in m._debug_print_internal_state().splitlines()[1:] if line.strip()}
-
-
 def _links_ok(text, n):
     """{} or {k<i>:<digits>,...} with strictly increasing i < n."""
     if text == "{}":
