@@ -5,8 +5,6 @@ The dialect is XGrammar's (GBNF compatible); see the README for a summary.
 
 from __future__ import annotations
 
-from typing import Tuple
-
 from ._errors import GrammarError, InvalidArgumentError, LimitExceededError, check
 from ._native import ffi, lib
 
@@ -72,17 +70,9 @@ class Grammar:
             raise InvalidArgumentError(f"ebnf_string must be a str, got {type(ebnf_string).__name__}")
         if not isinstance(root_rule_name, str) or not root_rule_name:
             raise InvalidArgumentError("root_rule_name must be a non-empty str")
-        return Grammar._parse(ebnf_string, root_rule_name, ())
-
-    @staticmethod
-    def _parse(ebnf_string: str, root_rule_name: str, kept_rules: Tuple[str, ...]) -> "Grammar":
-        # kept_rules: rules a front-end wants never expanded into their callers (see
-        # xg2_grammar_from_ebnf_ex): rarely used fallbacks whose automata are then
-        # built once and shared across grammars instead of rebuilt in every caller.
         text = ebnf_string.encode("utf-8")
         out = ffi.new("xg2_grammar **")
-        kept = " ".join(kept_rules).encode("utf-8") if kept_rules else ffi.NULL
-        check(lib.xg2_grammar_from_ebnf_ex(text, len(text), root_rule_name.encode("utf-8"), kept, out))
+        check(lib.xg2_grammar_from_ebnf(text, len(text), root_rule_name.encode("utf-8"), out))
         handle = ffi.gc(out[0], lib.xg2_grammar_free, size=64 * len(text) + 1024)
         return Grammar(handle, ebnf_string, root_rule_name)
 
@@ -123,7 +113,7 @@ class Grammar:
         or a pydantic model class).  Exact, or ``GrammarError`` naming the keyword and
         its path; ``lenient=True`` drops what cannot be enforced, with a warning.  See
         :mod:`xg2_plugin.json_schema` for the semantics."""
-        from .json_schema import KEPT_RULES, json_schema_to_ebnf
+        from .json_schema import json_schema_to_ebnf
 
         ebnf = json_schema_to_ebnf(
             schema,
@@ -137,7 +127,7 @@ class Grammar:
         )
         if print_converted_ebnf:
             print(ebnf)
-        return Grammar._parse(ebnf, "root", KEPT_RULES)
+        return Grammar.from_ebnf(ebnf)
 
     @staticmethod
     def builtin_json_grammar() -> "Grammar":

@@ -96,12 +96,6 @@ _MAX_ALTERNATIVES = 512
 _MAX_SUBSET_PROPS = 8
 _MAX_CASES = 64
 
-# The rest of a string once it leaves the trie of excluded names (R.string_except):
-# rarely taken, the same in every grammar, so the core keeps each as one rule of
-# its own (Grammar passes KEPT_RULES) rather than rebuilding it in every caller.
-_REST, _REST_ESCAPED, _REST_ONE = "json-rest", "json-rest-nonprint", "json-rest-one"
-KEPT_RULES = (_REST, _REST_ESCAPED, _REST_ONE)
-
 ANNOTATIONS = {
     "title", "description", "$comment", "examples", "default", "deprecated", "readOnly",
     "writeOnly", "$schema", "$id", "id", "contentMediaType", "contentEncoding", "contentSchema",
@@ -348,16 +342,10 @@ class _Converter:
         return name
 
     def string_except(self, words) -> Tuple[str, Tuple[str, ...]]:
-        """Every JSON string but ``words``, quotes included (R.string_except), and
-        the rule names it uses."""
+        """Every string content but ``words`` (R.string_except), and its rule names."""
         one = self.shared("json-char", R.json_char())
         esc = self.shared("json-char-nonprint", R.canonical_escapes())
-        close = '"\\""'
-        rest = self.shared(_REST, f"{one}* {close}")
-        rest_escaped = self.shared(_REST_ESCAPED, f"{esc} {one}* {close}")
-        rest_one = self.shared(_REST_ONE, f"{one}+ {close}")
-        expr, names = R.string_except(words, rest, rest_escaped, rest_one)
-        return f"{close} {expr}", names
+        return R.string_except(words, self.shared("json-chars", one + "*"), one, esc)
 
     def machine(self, hint: str, start, succ, final) -> Optional[str]:
         """A right-linear family of rules: ``start`` a list of (expr, state),
@@ -1468,7 +1456,7 @@ class _Converter:
                     return None
                 return f"{q} {R.emit(R.n_rep(R.n_set(cs), a2, b2))} {q}"
         if not irs and not negs and not_vals and min_len == 0 and max_len is None:
-            return self.string_except(not_vals)[0]
+            return f"{q} {self.string_except(not_vals)[0]} {q}"
         # general case: intersect automata
         try:
             dfa = None
@@ -1668,11 +1656,8 @@ class _Converter:
             # key language: matches inside patterns, none of outside, not declared
             simple = not inside and not outside and names_dfa is None
             if simple:
-                if declared:
-                    key, names = self.string_except(declared)
-                    cases.append((key, vconj, names))
-                else:
-                    cases.append((f"{q} {R.JSON_CHAR_LOOSE}* {q}", vconj, ()))
+                key, names = self.string_except(declared) if declared else (R.JSON_CHAR_LOOSE + "*", ())
+                cases.append((f"{q} {key} {q}", vconj, names))
                 continue
             if len(inside) == 1 and not outside and names_dfa is None and not any(
                     self.dfa_for(("pat", inside[0][0]), inside[0][2]).accepts(k) for k in declared):

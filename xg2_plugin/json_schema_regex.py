@@ -1142,47 +1142,61 @@ def words_dfa(words) -> DFA:
     return DFA(trans, accept)
 
 
-# Which exits of :func:`string_except` an expression uses (bits).
-_REST, _REST_ESCAPED, _REST_ONE = 1, 2, 4
-
-
-def string_except(words, rest: str, rest_escaped: str, rest_one: str) -> Tuple[str, Tuple[str, ...]]:
-    """EBNF of every JSON string except the given ones, from just after its opening
-    quote through its closing quote, and the rule names it uses.  It is the trie of
-    the words, each node written once: a node goes on with the characters its words
-    continue with, and leaves the trie through one of three rules, which take the
-    rest of the string and its closing quote -- ``rest`` after a character no word
-    continues with, ``rest_escaped`` (one canonical escape or raw character outside
-    printable ASCII, then the rest), ``rest_one`` (any one character, then the rest)
-    after a whole word with nothing below it -- or closes the string where no word
-    ends.  Characters are read in json.dumps's spellings (:func:`encode_set_canonical`)
-    until the string leaves the trie, then in any spelling."""
+def string_except(words, anystar: Optional[str] = None, anyone: Optional[str] = None,
+                  escapes: Optional[str] = None) -> Tuple[str, Tuple[str, ...]]:
+    """EBNF (contents, no quotes) of every string except the given ones, as one
+    expression (a trie with "anything else" branches), and the rule names it
+    uses.  Characters are read in json.dumps's spellings
+    (:func:`encode_set_canonical`) until the string leaves the trie, then in any
+    spelling.  ``anystar``/``anyone``/``escapes``: rule names for
+    ``json_char()*``, ``json_char()`` and the canonical escapes of everything
+    outside printable ASCII (inlined when None)."""
     words = tuple(sorted(set(words)))
     for w in words:
         iter(w)  # a word that is no string: TypeError "... is not iterable", as ever
-    expr, used = _string_except(words, rest, rest_escaped, rest_one)
-    return expr, tuple(n for bit, n in ((_REST, rest), (_REST_ESCAPED, rest_escaped), (_REST_ONE, rest_one))
-                       if used & bit)
+    return _string_except(words, anystar, anyone, escapes)
 
 
 # Objects of one schema often share their names (one definition reached from
 # several places), so whole results are memoized.
 @lru_cache(maxsize=256)
-def _string_except(words: Tuple[str, ...], rest: str, rest_escaped: str, rest_one: str) -> Tuple[str, int]:
-    if not words:
-        return rest, _REST
-    return _trie(words, (rest, rest_escaped, rest_one))
+def _string_except(words: Tuple[str, ...], anystar: Optional[str], anyone: Optional[str],
+                   escapes: Optional[str]) -> Tuple[str, Tuple[str, ...]]:
+    star = json_char() + "*" if anystar is None else anystar
+    one = json_char() if anyone is None else anyone
+    # Every string outside the set is a trie path w (a prefix of some word) then
+    # either the end (w itself not a word) or a character no word continues w
+    # with, then anything.  The "anything" tail, the escape spellings and the
+    # "any character" after a whole word with nothing below it are shared by all
+    # paths (factored out): one copy each, not one per trie node or leaf.
+    d, e, u, w = _trie(words, escapes)
+    heads = [x for x in (d, None if e is None else (e + " " + escapes if e != '""' else escapes),
+                         None if w is None else (one if w == '""' else w + " " + one)) if x]
+    out = []
+    if heads:
+        out.append(_alts(heads) + " " + star)
+    if u:
+        out.append(u)
+    # (the rule names used, known without reading the text back: every word set
+    # has a leaf, so anyone is in heads whenever it is given)
+    names = (anyone if w is not None else None, escapes if e is not None else None, anystar if heads else None)
+    return _alts(out) or '""', tuple(x for x in names if x)
 
 
-def _trie(suffixes: Sequence[str], exits: Tuple[str, str, str]) -> Tuple[str, int]:
-    """(expression, exits used) of the trie node whose words continue with the
-    sorted, distinct ``suffixes``, for :func:`string_except`."""
+_Paths = Tuple[Optional[str], Optional[str], Optional[str], Optional[str]]
+
+
+def _trie(suffixes: Sequence[str], escapes: Optional[str]) -> _Paths:
+    """(paths ending in a diverging character, paths allowing an escape, paths
+    that are not words, paths to words with nothing below them) of the trie node
+    whose words continue with the sorted, distinct ``suffixes``, for
+    :func:`string_except`."""
     if len(suffixes) == 1 and len(suffixes[0]) <= _CHAIN_MEMO_LEN:
-        return _chain(suffixes[0], exits)
-    ended = suffixes[0] == ""  # sorts first
-    children = [(ch, _trie([w[1:] for w in group], exits))
+        return _chain(suffixes[0], escapes)
+    ended = bool(suffixes) and suffixes[0] == ""  # sorts first
+    children = [(ch, _trie([w[1:] for w in group], escapes))
                 for ch, group in groupby(suffixes[ended:], key=itemgetter(0))]
-    return _node(children, ended, exits)
+    return _node(children, ended, escapes)
 
 
 # A node with one word below it is a chain; its name's tails recur across objects
@@ -1191,46 +1205,46 @@ _CHAIN_MEMO_LEN = 32
 
 
 @lru_cache(maxsize=4096)
-def _chain(suffix: str, exits: Tuple[str, str, str]) -> Tuple[str, int]:
+def _chain(suffix: str, escapes: Optional[str]) -> _Paths:
     if not suffix:
-        return _node([], True, exits)
-    return _node([(suffix[0], _chain(suffix[1:], exits))], False, exits)
+        return _node([], True, escapes)
+    return _node([(suffix[0], _chain(suffix[1:], escapes))], False, escapes)
 
 
-def _node(children, ended: bool, exits: Tuple[str, str, str]) -> Tuple[str, int]:
-    """A trie node's expression from its children's: [(character, (expression,
-    exits used))]; ``ended``: a word ends here."""
-    rest, rest_escaped, rest_one = exits
-    if not children:  # a word with nothing below: any further character leaves the trie
-        return rest_one, _REST_ONE
-    alts, used = [], 0
-    for ch, (x, u) in children:
-        alts.append(encode_char(ch) + " " + x)
-        used |= u
-    other, esc = _diverge_other("".join(ch for ch, _ in children))
+def _node(children, ended: bool, escapes: Optional[str]) -> _Paths:
+    """A trie node's paths from its children's: [(character, paths)]; ``ended``:
+    a word ends here."""
+    if not children:
+        # a word with nothing below: any character leaves the trie (the caller
+        # writes that character once for all such words)
+        return None, None, None, '""'
+    alts, esc_alts, unfinished, leaves = [], [], [], []
+    for ch, (d, e, u, w) in children:
+        c = encode_char(ch)
+        for paths, x in ((alts, d), (esc_alts, e), (unfinished, u), (leaves, w)):
+            if x:
+                paths.append(c if x == '""' else c + " " + x)
+    other, esc = _diverge_other("".join(ch for ch, _ in children), escapes)
     if other:
-        alts.append(other + " " + rest)
-        used |= _REST
+        alts.append(other)
     if esc:
-        alts.append(rest_escaped)
-        used |= _REST_ESCAPED
+        esc_alts.append('""')
     if not ended:
-        alts.append('"\\""')  # the string may close here: no word ends here
-    return _alts(alts), used
+        unfinished.append('""')
+    return _alts(alts), _alts(esc_alts), _alts(unfinished), _alts(leaves)
 
 
 @lru_cache(maxsize=4096)
-def _diverge_other(chars: str) -> Tuple[Optional[str], bool]:
+def _diverge_other(chars: str, escapes: Optional[str]) -> Tuple[Optional[str], bool]:
     """(the characters after a trie node with children ``chars`` (at least one)
-    that leave the trie, whether the canonical escapes and raw characters outside
-    printable ASCII all leave it) for :func:`string_except`."""
+    that leave the trie, whether an escape leaves it) for :func:`string_except`."""
     other = cs_diff(ALL, cs_of(chars))
     if not other:
         return None, False
     # (the canonical reading is exact: a character of another spelling is
     # refused here, and the excluded names are only ever spelled canonically)
-    if all(0x20 <= ord(c) <= 0x7E and c not in '"\\' for c in chars):
-        # (printable ASCII only: the rest_escaped rule holds every other character,
+    if escapes and all(0x20 <= ord(c) <= 0x7E and c not in '"\\' for c in chars):
+        # (printable ASCII only: the escapes rule holds every other character,
         # raw and escaped, once for all nodes -- a raw non-ASCII class here
         # would be a UTF-8 automaton per trie node)
         raw = cs_diff(_PRINTABLE, cs_of(chars))

@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XG2_ABI_VERSION 3
+#define XG2_ABI_VERSION 2
 
 /* Status codes.  ORDER STATUS: keep in sync with xg2_plugin/_errors.py.
  * New codes may be added; callers must treat unknown codes as errors. */
@@ -111,14 +111,6 @@ void xg2_vocab_clear_cache(xg2_vocab *vocab);
  * Errors give line and column and what was expected. */
 int xg2_grammar_from_ebnf(const char *text, size_t len, const char *root_rule,
                           xg2_grammar **out);
-/* The same, with kept_rules (NULL: none): rule names, separated by spaces, of
- * rules never expanded into their callers -- each keeps one automaton of its
- * own, built once per grammar and shared across grammars by the automaton
- * cache (front-ends name rarely used fallbacks, such as "any other string",
- * that would otherwise be rebuilt inside every caller).  Names not in the
- * grammar are ignored. */
-int xg2_grammar_from_ebnf_ex(const char *text, size_t len, const char *root_rule,
-                             const char *kept_rules, xg2_grammar **out);
 void xg2_grammar_free(xg2_grammar *grammar);
 
 /* Print the normalised grammar as EBNF text.  Writes at most cap bytes (no NUL)

@@ -177,7 +177,7 @@ static int find_regions(const xg2_ir *ir, const rule_graph *gr, const uint32_t *
     memset(plain, 1, m);
     for (uint32_t r = 0; r < n; r++) {
         const xg2_rule_ir *ru = &ir->rules.a[r];
-        if (ru->kind != RK_FSM || ru->lookahead >= 0 || gr->self_loop[r] || ru->kept) plain[comp[r]] = 0;
+        if (ru->kind != RK_FSM || ru->lookahead >= 0 || gr->self_loop[r]) plain[comp[r]] = 0;
         own[comp[r]] += est_size(ir, ru->body, NULL, NULL, NULL, 0);
         for (uint32_t j = gr->off.a[r]; j < gr->off.a[r + 1]; j++) {
             src[j] = r;
@@ -294,7 +294,7 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint8_t *flat, uint32
          * yet visited are unknown here, and dispatchers expanded into each other
          * (the remainder automaton of a multipleOf, say) would multiply. */
         int cycle_taken = csize[comp[r]] > 1 && dispatcher && comp_inlined[comp[r]];
-        inl[r] = ru->kind == RK_FSM && ru->lookahead < 0 && r != ir->root && !ru->kept && (!recursive || dispatcher) &&
+        inl[r] = ru->kind == RK_FSM && ru->lookahead < 0 && r != ir->root && (!recursive || dispatcher) &&
                  !cycle_taken && rsize[r] <= XG2_INLINE_MAX_NFA;
         if (inl[r] && recursive) comp_inlined[comp[r]] = 1;
     }
@@ -935,24 +935,7 @@ void xg2_grammar_free(xg2_grammar *g) {
     if (g && XG2_REF_DEC(g) == 0) grammar_destroy(g);
 }
 
-/* Mark the rules named in `kept` (names separated by spaces; absent ones are
- * skipped: normalisation drops unreachable rules). */
-static void mark_kept(xg2_ir *ir, const char *kept) {
-    for (const char *p = kept; *p;) {
-        while (*p == ' ') p++;
-        size_t n = strcspn(p, " ");
-        if (!n) break;
-        int32_t r = xg2__ir_find_rule(ir, p, n);
-        if (r >= 0) ir->rules.a[r].kept = 1;
-        p += n;
-    }
-}
-
 int xg2_grammar_from_ebnf(const char *text, size_t len, const char *root, xg2_grammar **out) {
-    return xg2_grammar_from_ebnf_ex(text, len, root, NULL, out);
-}
-
-int xg2_grammar_from_ebnf_ex(const char *text, size_t len, const char *root, const char *kept, xg2_grammar **out) {
     xg2__clear_error();
     if (!text || !root || !out) return xg2__fail(XG2_ERR_ARG, "NULL argument");
     xg2_grammar *g = xg2__calloc(1, sizeof *g);
@@ -961,7 +944,6 @@ int xg2_grammar_from_ebnf_ex(const char *text, size_t len, const char *root, con
     int rc = xg2__ir_init(&g->ir);
     if (rc) rc = XG2_NOMEM();
     if (!rc) rc = xg2__ebnf_parse(&g->ir, text, len, root);
-    if (!rc && kept) mark_kept(&g->ir, kept);
     if (!rc) rc = link_with_fallbacks(g);
     if (rc) {
         grammar_destroy(g);

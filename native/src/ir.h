@@ -60,7 +60,6 @@ typedef struct {
     int32_t lookahead;  /* expr id of (= ...) or -1 */
     uint8_t kind;       /* RK_FSM or RK_REPEAT */
     uint8_t defined;
-    uint8_t kept;       /* never expanded into callers (xg2_grammar_from_ebnf_ex) */
     uint32_t line, col; /* first mention, for error messages */
     uint32_t def;       /* definition order (rules made by normalisation come last) */
 } xg2_rule_ir;

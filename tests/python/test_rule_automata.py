@@ -282,27 +282,3 @@ def test_rule_written_twice_in_a_body_keeps_each_continuation():
     for _ in range(2000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 7)))
         assert _accepts(compiled, text) == bool(pattern.fullmatch(text)), text
-
-
-def test_kept_rule_is_one_automaton_called_from_every_place():
-    # A rule the front-end names as kept is never expanded into its callers: one
-    # automaton of its own, called from each place, for the same language.  Names
-    # not in the grammar are ignored.
-    grammar = 'root ::= "a" t "x" | "b" t "y" | "c" (t ",")* t "z"\nt ::= [0-9]+ ("." [0-9]+)?'
-    info = xgr.TokenizerInfo(list("abcxyz,.0123"), xgr.VocabType.RAW)
-    plain = xgr.Grammar.from_ebnf(grammar)
-    kept = xgr.Grammar._parse(grammar, "root", ("t", "no-such-rule"))
-    alone = xgr.Grammar.from_ebnf('root ::= t\nt ::= [0-9]+ ("." [0-9]+)?')
-    # t inlined: a copy of its states per continuation; kept: its own states once
-    # plus a caller whose only edges into it are rule calls
-    assert kept.num_states < plain.num_states
-    assert kept.num_states <= alone.num_states + 12
-    compilers = [xgr.GrammarCompiler(info, cache_enabled=False).compile_grammar(g) for g in (plain, kept)]
-    t = r"[0-9]+(?:\.[0-9]+)?"
-    pattern = re.compile(f"a{t}x|b{t}y|c(?:{t},)*{t}z")
-    rng = random.Random(17)
-    pieces = ["a", "b", "c", "x", "y", "z", ",", ".", "0", "12", "3"]
-    for _ in range(1500):
-        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 8)))
-        want = bool(pattern.fullmatch(text))
-        assert [_accepts(c, text) for c in compilers] == [want, want], text
