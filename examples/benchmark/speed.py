@@ -44,7 +44,8 @@ schema is being timed.  A schema an engine fails to compile (or times out on) is
 counted, and left out of that engine's samples; the ratios ours/anchor are computed
 on the schemas every engine compiled, and the figures are also shown per engine on
 every schema it compiled.  ``--repeat R`` runs everything R times and reports the
-median of each per-run figure (ratios: the median of the per-run ratios).
+median of each per-run figure (ratios: the median of the per-run ratios); each run
+has fresh workers, so each starts with cold caches.
 
 Examples::
 
@@ -540,7 +541,7 @@ def init_task(args: Dict[str, Any], ctx) -> Dict[str, Any]:
     """Load the tokenizer and the engine and warm it up (in a worker); report memory."""
     ensure_engine(args)
     gc.collect()
-    return {"rss": rss_bytes(), "peak_rss": peak_rss_bytes()}
+    return {"rss": rss_bytes(), "peak_rss": peak_rss_bytes(), "pid": os.getpid()}
 
 
 def probe_task(args: Any, ctx) -> Dict[str, Any]:
@@ -725,52 +726,64 @@ def loadavg() -> List[float]:
 
 
 def run_speed(opts, cases: List[SchemaCase], engines: List[str]) -> Dict[str, Any]:
-    runner = Runner(engines, inline=opts.in_process, memory_limit_gb=opts.memory_limit_gb)
+    """Every run with fresh workers: each starts with cold process-wide caches (our
+    mask pool and automaton cache), as the first did, so repeats measure the same
+    thing instead of a pool the previous run filled.  (In-process, runs after the
+    first find the caches warm.)"""
     kwargs = {"xg2": {"keep_memo": opts.keep_frontend_memo, "precompute_states": opts.precompute_states,
                       "precompute_ms": opts.precompute_ms}}
-    try:
-        init = runner.run_all(init_task, {e: {"engine": e, "tokenizer": opts.tokenizer, "warmup": opts.warmup,
-                                              "engine_kwargs": kwargs.get(e, {})} for e in engines}, 1800)  # fmt: skip
-        for e, o in init.items():
-            if o.status != "done":
-                raise SystemExit(f"engine {e} failed to load: {o.status} {o.error}")
-        runs = []
-        for r in range(opts.repeat):
-            la0, t_run = loadavg(), time.perf_counter()
-            per_schema: Dict[str, Dict[str, Dict[str, Any]]] = {}
-            samples: Dict[Tuple[str, str], bytes] = {}
-            for i, case in enumerate(cases):
-                text = json.dumps(case.schema)
-                per_schema[case.id] = {}
-                for e in rotated(engines, i + r):
-                    args = {"engine": e, "tokenizer": opts.tokenizer, "schema_text": text, "tests": case.tests,
-                            "timeout": opts.timeout, "engine_kwargs": kwargs.get(e, {}), "split_ms": opts.split_ms,
-                            "warmup": opts.warmup,
-                            "raw_unicode": opts.raw_unicode}  # fmt: skip
-                    res = outcome_result(runner.run(e, speed_task, args, opts.timeout), opts.timeout)
-                    if res.get("status") == "ok":
-                        samples[(case.id, e)] = res["samples"]
-                    elif opts.progress:
-                        print(f"  {e} on {case.file}: {res['status']} {res.get('error', '')[:150]}", file=sys.stderr)
-                    per_schema[case.id][e] = schema_summary(res)
-                if opts.progress and ((i + 1) % max(1, len(cases) // 20) == 0 or i + 1 == len(cases)):
-                    el = time.perf_counter() - t_run
-                    print(f"[run {r + 1}/{opts.repeat}] {i + 1}/{len(cases)} schemas, {el:.0f} s, "
-                          f"load {loadavg()}", file=sys.stderr, flush=True)  # fmt: skip
-            ids = [c.id for c in cases]
-            common_ids = [c for c in ids if all(per_schema[c][e].get("status") == "ok" for e in engines)]
-            fig_all = figures(per_schema, samples, engines, ids)
-            fig_common = figures(per_schema, samples, engines, common_ids)
-            run_ratios = {a: ratios(fig_common, "xg2", a) for a in engines if a != "xg2"}
-            runs.append({
-                "run": r, "loadavg_start": la0, "loadavg_end": loadavg(), "wall_s": time.perf_counter() - t_run,
-                "common_schemas": len(common_ids), "figures_all": fig_all, "figures_common": fig_common,
-                "ratios_common": run_ratios, "per_schema": per_schema,
-            })  # fmt: skip
-            del samples
-    finally:
-        runner.close()
-    return {"init": {e: o.value for e, o in init.items()}, "runs": runs}
+    init: Dict[str, Any] = {}
+    runs: List[Dict[str, Any]] = []
+    for r in range(opts.repeat):
+        runner = Runner(engines, inline=opts.in_process, memory_limit_gb=opts.memory_limit_gb)
+        try:
+            loaded = runner.run_all(init_task, {e: {"engine": e, "tokenizer": opts.tokenizer, "warmup": opts.warmup,
+                                                    "engine_kwargs": kwargs.get(e, {})} for e in engines}, 1800)  # fmt: skip
+            for e, o in loaded.items():
+                if o.status != "done":
+                    raise SystemExit(f"engine {e} failed to load: {o.status} {o.error}")
+            if not init:
+                init = {e: o.value for e, o in loaded.items()}
+            runs.append(run_once(opts, cases, engines, runner, kwargs, r))
+            runs[-1]["worker_pids"] = {e: o.value["pid"] for e, o in loaded.items()}
+        finally:
+            runner.close()
+    return {"init": init, "runs": runs}
+
+
+def run_once(opts, cases: List[SchemaCase], engines: List[str], runner: "Runner", kwargs: Dict[str, Any],
+             r: int) -> Dict[str, Any]:
+    la0, t_run = loadavg(), time.perf_counter()
+    per_schema: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    samples: Dict[Tuple[str, str], bytes] = {}
+    for i, case in enumerate(cases):
+        text = json.dumps(case.schema)
+        per_schema[case.id] = {}
+        for e in rotated(engines, i + r):
+            args = {"engine": e, "tokenizer": opts.tokenizer, "schema_text": text, "tests": case.tests,
+                    "timeout": opts.timeout, "engine_kwargs": kwargs.get(e, {}), "split_ms": opts.split_ms,
+                    "warmup": opts.warmup,
+                    "raw_unicode": opts.raw_unicode}  # fmt: skip
+            res = outcome_result(runner.run(e, speed_task, args, opts.timeout), opts.timeout)
+            if res.get("status") == "ok":
+                samples[(case.id, e)] = res["samples"]
+            elif opts.progress:
+                print(f"  {e} on {case.file}: {res['status']} {res.get('error', '')[:150]}", file=sys.stderr)
+            per_schema[case.id][e] = schema_summary(res)
+        if opts.progress and ((i + 1) % max(1, len(cases) // 20) == 0 or i + 1 == len(cases)):
+            el = time.perf_counter() - t_run
+            print(f"[run {r + 1}/{opts.repeat}] {i + 1}/{len(cases)} schemas, {el:.0f} s, "
+                  f"load {loadavg()}", file=sys.stderr, flush=True)  # fmt: skip
+    ids = [c.id for c in cases]
+    common_ids = [c for c in ids if all(per_schema[c][e].get("status") == "ok" for e in engines)]
+    fig_all = figures(per_schema, samples, engines, ids)
+    fig_common = figures(per_schema, samples, engines, common_ids)
+    run_ratios = {a: ratios(fig_common, "xg2", a) for a in engines if a != "xg2"}
+    return {
+        "run": r, "loadavg_start": la0, "loadavg_end": loadavg(), "wall_s": time.perf_counter() - t_run,
+        "common_schemas": len(common_ids), "figures_all": fig_all, "figures_common": fig_common,
+        "ratios_common": run_ratios, "per_schema": per_schema,
+    }  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------

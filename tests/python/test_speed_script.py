@@ -105,6 +105,22 @@ def test_speed_script(tmp_path):
     assert speed.rotated(["a", "b", "c"], 1) == ["b", "c", "a"] and speed.rotated(["a", "b"], 2) == ["a", "b"]
 
 
+def test_speed_script_repeats_start_cold(tmp_path):
+    # each repeat runs in fresh worker processes, so its caches (our mask pool,
+    # the automaton cache) start cold as the first run's did
+    data = tmp_path / "maskbench"
+    data.mkdir()
+    (data / "person.json").write_text(json.dumps(SCHEMAS["person"]))
+    out = tmp_path / "speed.md"
+    argv = ["--data", str(data), "--tokenizer", TOKENIZER, "--engines", "xg2", "--repeat", "2", "--no-warmup",
+            "--out", str(out), "--quiet"]  # fmt: skip
+    assert speed.main(argv) == 0
+    runs = json.loads((tmp_path / "speed.json").read_text())["runs"]
+    pids = [run["worker_pids"]["xg2"] for run in runs]
+    assert len(set(pids)) == 2 and os.getpid() not in pids, pids
+    assert all(run["per_schema"]["person"]["xg2"]["status"] == "ok" for run in runs)
+
+
 def test_speed_script_with_background_precompute(tmp_path):
     data = tmp_path / "maskbench"
     data.mkdir()
