@@ -394,6 +394,14 @@ typedef struct {
     uint32_t set_from, set_entry, set_entry_n;
     uint32_t *set_q, *set_n, *set_r; /* depth d: set_q[d * XG2_SET_MAX + j], j < set_size[d] */
     uint32_t *set_size;
+    uint64_t *set_hash; /* depth d: a hash of its members, in any order */
+    /* The loop set (see set_step): set_loop[d] says the set at depth d is it;
+     * stepping it on a byte of loop_bytes gives it back. */
+    uint8_t *set_loop;
+    int loop_found;
+    xg2_byteset loop_bytes;
+    uint32_t loop_size;
+    uint64_t loop_hash;
 } walker;
 
 #define XG2_SET_MAX 64
@@ -574,6 +582,7 @@ static int set_add(walker *w, uint32_t d, uint32_t s, uint32_t n, uint32_t ret, 
         if (h_stamp[h] == set_stamp) return 1; /* (and so is all it leads to) */
         uint32_t k = w->set_size[d];
         if (k == XG2_SET_MAX) return 0;
+        w->set_hash[d] += xg2__mix64(xg2__mix64(s, n) + 1, ret);
         h_stamp[h] = set_stamp;
         h_q[h] = s;
         h_n[h] = n;
@@ -597,6 +606,8 @@ static int set_add(walker *w, uint32_t d, uint32_t s, uint32_t n, uint32_t ret, 
 
 static void set_begin(walker *w, uint32_t d) {
     w->set_size[d] = 0;
+    w->set_hash[d] = 0;
+    w->set_loop[d] = 0;
     set_work = 0;
     if (++set_stamp == 0) {
         memset(h_stamp, 0, sizeof h_stamp);
@@ -613,27 +624,84 @@ static uint8_t set_ends(const walker *w, uint32_t d) {
     return 0;
 }
 
+static void mark_loop(walker *w, uint32_t d);
+
 /* The set at depth d from s (count n) in the root's rule: 1 if every state in
  * it can be stepped (see set_add), with comp[d] set. */
 static int set_start(walker *w, uint32_t d, uint32_t s, uint32_t n) {
     set_begin(w, d);
-    if (!set_add(w, d, s, n, XG2_NONE, 64)) return 0;
+    if (!set_add(w, d, s, n, XG2_NONE, XG2_SET_MAX)) return 0;
     w->comp[d] = set_ends(w, d);
+    mark_loop(w, d);
     return 1;
 }
 
+/* Does the set at depth d hold the members of the n at (q, k, r)? */
+static int set_holds(const walker *w, uint32_t d, const uint32_t *q, const uint32_t *k, const uint32_t *r, uint32_t n) {
+    if (w->set_size[d] != n) return 0;
+    size_t b = (size_t)d * XG2_SET_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t j = 0;
+        while (j < n && !(w->set_q[b + j] == q[i] && w->set_n[b + j] == k[i] && w->set_r[b + j] == r[i])) j++;
+        if (j == n) return 0;
+    }
+    return 1;
+}
+
+/* The loop set's members (per thread, like the walk's scratch). */
+static __thread uint32_t loop_q[XG2_SET_MAX], loop_n[XG2_SET_MAX], loop_r[XG2_SET_MAX];
+
+/* Mark the set at depth d if it is the loop set. */
+static void mark_loop(walker *w, uint32_t d) {
+    w->set_loop[d] = w->loop_found && w->set_size[d] == w->loop_size && w->set_hash[d] == w->loop_hash &&
+                     set_holds(w, d, loop_q, loop_n, loop_r, w->loop_size);
+}
+
 /* One step of the set at depth d - 1 on byte c into depth d: 1 done (alive if
- * the set at d is not empty), 0 if the parser is needed. */
+ * the set at d is not empty), 0 if the parser is needed.  The first set found
+ * to step back to itself (the key start of a chain of optional properties: its
+ * whitespace loop, and every key start its calls expand to) is the walk's loop
+ * set: stepping it on one of those bytes again copies it, rather than expanding
+ * each member's calls anew at every node of every whitespace run. */
 static int set_step(walker *w, uint32_t d, uint8_t c) {
     const xg2_grammar *g = w->g;
     size_t base = (size_t)(d - 1) * XG2_SET_MAX;
+    if (w->set_loop[d - 1] && byteset_has(&w->loop_bytes, c)) {
+        size_t to = (size_t)d * XG2_SET_MAX, n = w->set_size[d - 1];
+        memcpy(w->set_q + to, w->set_q + base, sizeof(uint32_t) * n);
+        memcpy(w->set_n + to, w->set_n + base, sizeof(uint32_t) * n);
+        memcpy(w->set_r + to, w->set_r + base, sizeof(uint32_t) * n);
+        w->set_size[d] = (uint32_t)n;
+        w->set_hash[d] = w->set_hash[d - 1];
+        w->set_loop[d] = 1;
+        w->comp[d] = w->comp[d - 1];
+        return 1;
+    }
     set_begin(w, d);
     for (uint32_t j = 0; j < w->set_size[d - 1]; j++) {
         uint32_t s, n;
         if (!item_step(g, w->set_q[base + j], w->set_n[base + j], c, &s, &n)) continue;
-        if (!set_add(w, d, s, n, w->set_r[base + j], 64)) return 0;
+        if (!set_add(w, d, s, n, w->set_r[base + j], XG2_SET_MAX)) return 0;
     }
     w->comp[d] = set_ends(w, d);
+    uint32_t n = w->set_size[d - 1];
+    if ((w->set_loop[d - 1] || !w->loop_found) && w->set_hash[d] == w->set_hash[d - 1] &&
+        set_holds(w, d, w->set_q + base, w->set_n + base, w->set_r + base, n)) {
+        if (!w->loop_found) {
+            w->loop_found = 1;
+            w->loop_size = n;
+            w->loop_hash = w->set_hash[d];
+            memcpy(loop_q, w->set_q + base, sizeof(uint32_t) * n);
+            memcpy(loop_n, w->set_n + base, sizeof(uint32_t) * n);
+            memcpy(loop_r, w->set_r + base, sizeof(uint32_t) * n);
+            memset(&w->loop_bytes, 0, sizeof w->loop_bytes);
+            w->set_loop[d - 1] = 1;
+        }
+        byteset_add(&w->loop_bytes, c);
+        w->set_loop[d] = 1;
+    } else {
+        mark_loop(w, d);
+    }
     return 1;
 }
 
@@ -866,6 +934,8 @@ typedef struct {
     uint32_t *qs, *cs;
     uint8_t *cand, *comp, *path;
     uint32_t *set_q, *set_n, *set_r, *set_size;
+    uint64_t *set_hash;
+    uint8_t *set_loop;
     uint32_t depth;
     xg2_parser p;
     int have_p;
@@ -888,6 +958,8 @@ static void ws_free(void *x) {
     xg2__free(w->set_n);
     xg2__free(w->set_r);
     xg2__free(w->set_size);
+    xg2__free(w->set_hash);
+    xg2__free(w->set_loop);
     if (w->have_p) xg2__parser_free(&w->p);
     vec_free(&w->unc);
     xg2__free(w);
@@ -927,7 +999,13 @@ static workspace *ws_get(size_t words, uint32_t depth) {
         if (set_r) w->set_r = set_r;
         uint32_t *set_size = xg2__realloc(w->set_size, sizeof(uint32_t) * depth);
         if (set_size) w->set_size = set_size;
-        if (!qs || !cs || !cand || !comp || !path || !set_q || !set_n || !set_r || !set_size) return NULL;
+        uint64_t *set_hash = xg2__realloc(w->set_hash, sizeof(uint64_t) * depth);
+        if (set_hash) w->set_hash = set_hash;
+        uint8_t *set_loop = xg2__realloc(w->set_loop, depth);
+        if (set_loop) w->set_loop = set_loop;
+        if (!qs || !cs || !cand || !comp || !path || !set_q || !set_n || !set_r || !set_size || !set_hash ||
+            !set_loop)
+            return NULL;
         w->depth = depth;
     }
     return w;
@@ -1057,7 +1135,8 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
                 .cs = ws->cs, .cand = ws->cand, .comp = ws->comp, .path = ws->path,
                 .follow = &g->follow[g->states[it->state].rule], .cand_from = 2,
                 .set_from = UINT32_MAX, .set_q = ws->set_q, .set_n = ws->set_n, .set_r = ws->set_r,
-                .set_size = ws->set_size, .taken = &taken};
+                .set_size = ws->set_size, .set_hash = ws->set_hash, .set_loop = ws->set_loop,
+                .taken = &taken};
     if (!ws->have_p) {
         if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) return rc;
         ws->have_p = 1;

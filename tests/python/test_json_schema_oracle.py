@@ -228,6 +228,41 @@ def test_split_key_masks_match_matcher(deepseek, mistral, case):
     _check_valid_instances((deepseek, mistral), SPLITS, case, 10, "split")
 
 
+def test_whitespace_runs_at_chain_key_starts_match_matcher(deepseek, mistral):
+    # The key start after a comma in a chain of optional properties loops on
+    # whitespace and calls the next link, which calls the next: its tokens are
+    # walked as one set of configurations per byte, and a whitespace byte gives
+    # that set back (its copy is reused down every run of whitespace).  Pretty-
+    # printed instances put those states behind every kind of whitespace run;
+    # there, every token that starts with whitespace or a quote is checked
+    # against the matcher, allowed or not.
+    props = {f"k{i:02d}": [{"type": "integer"}, {"type": "string"}, {"type": "boolean"}][i % 3] for i in range(40)}
+    schema = {"type": "object", "properties": props, "additionalProperties": False}
+    inst = {k: (7 if i % 3 == 0 else "v" if i % 3 == 1 else True) for i, k in enumerate(props) if i % 4 != 1}
+    assert jsonschema.Draft202012Validator(schema).is_valid(inst)
+    for vocab in (deepseek, mistral):
+        V = vocab.vocab_size
+        compiled = vocab.compiler.compile_json_schema(schema, strict_mode=False)
+        watched = [t for t, b in enumerate(vocab.token_bytes[:V]) if b and b[:1] in (b" ", b"\n", b"\t", b"\r", b'"')]
+        for indent in (2, "\t", "\n  "):
+            text = json.dumps(inst, indent=indent)
+            m = xgr.GrammarMatcher(compiled)
+            so_far, checked = b"", 0
+            for t in vocab.encode(text):
+                bits = bits_of_row(fill(m, V), V)
+                if so_far.rstrip(b" \n\t").endswith((b",", b"{")):  # a key start, maybe inside whitespace
+                    f = m.fork()
+                    for x in watched:
+                        ok = f.accept_token(x)
+                        if ok:
+                            f.rollback(1)
+                        assert bool(bits[x]) == ok, (indent, so_far[-20:], vocab.token_bytes[x])
+                    checked += 1
+                assert m.accept_token(t)
+                so_far += vocab.token_bytes[t]
+            assert m.is_completed() and checked >= len(inst), checked
+
+
 def test_masks_hold_when_the_cache_evicts(deepseek):
     # A 32 KiB limit holds about one vocabulary-wide mask: entries are evicted and
     # recomputed between fills, and every mask must stay exact.
