@@ -874,10 +874,26 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             /* decided above */
         } else if (w->earley_from == UINT32_MAX) {
             /* where dfa_run stopped: the step lands on a state that calls rules
-             * (beyond what through_tail_calls follows) */
+             * (beyond what through_tail_calls follows) -- or where a set or a
+             * parser below a sibling has just ended, and the step may land on a
+             * plain state: then it is a plain DFA step, as dfa_run's (and the
+             * nodes below go on in dfa_run), not a set of one */
             uint32_t s, n;
             alive = item_step(g, w->qs[d - 1], w->cs[d - 1], c, &s, &n);
-            if (alive) {
+            uint32_t plain = alive ? (is_pure(g, s) ? s : through_tail_calls(g, s)) : XG2_NONE;
+            if (plain != XG2_NONE && plain != s) n = 0;
+            if (plain != XG2_NONE && is_pure(g, plain)) {
+                s = plain;
+                if (nd->subtree > 1 && !(t->below[i] & ~g->self_groups[s])) {
+                    /* s loops on every byte below: the whole subtree is accepted */
+                    accept_tokens(acc, t->ids, nd->tok_begin, nd->tok_end);
+                    i += nd->subtree;
+                    continue;
+                }
+                w->qs[d] = s;
+                w->cs[d] = n;
+                w->comp[d] = (g->states[s].flags & SF_FINAL) && xg2__loop_may_end(g, s, n);
+            } else if (alive) {
                 if (set_start(w, d, s, n)) {
                     w->set_from = d;
                     w->set_entry = s;
