@@ -719,10 +719,11 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     g->classmaps = xg2__calloc(n_cls_maps ? n_cls_maps * 256 : 1, 1);
     g->class_cuts = xg2__calloc(n_cls_maps ? n_cls_maps : 1, sizeof(xg2_byteset));
     g->self_groups = xg2__calloc(base ? base : 1, sizeof(uint64_t));
+    g->head_groups = xg2__calloc(base ? base : 1, sizeof(uint64_t));
     g->contained = xg2__calloc(base ? base : 1, 1);
     g->proofs_spent = xg2__calloc(1, 1);
     g->refs_tab = xg2__malloc(sizeof(xg2_ref) * (n_ref ? n_ref : 1));
-    if (!g->states || !g->classmaps || !g->class_cuts || !g->self_groups || !g->contained || !g->proofs_spent || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
+    if (!g->states || !g->classmaps || !g->class_cuts || !g->self_groups || !g->head_groups || !g->contained || !g->proofs_spent || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
     /* First pass: classes and table size. */
     ncls = xg2__calloc(n, sizeof(uint32_t));
     if (!ncls) { rc = XG2_NOMEM(); goto out; }
@@ -798,6 +799,10 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
                     last_groups = xg2__whole_groups(&self);
                 }
                 g->self_groups[rt->start + s] = last_groups;
+            } else if (loops && (st->loop & 1) && d->roff[s + 1] == d->roff[s]) {
+                const xg2_byteset *first = &g->loops[(st->loop >> 1) - 1].first;
+                for (int w = 0; w < 4; w++) self.w[w] &= first->w[w];
+                g->head_groups[rt->start + s] = xg2__whole_groups(&self);
             }
             st->ref_off = ref_i;
             uint32_t nr = d->roff[s + 1] - d->roff[s];
@@ -853,7 +858,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     vec_free(&stack);
     if (!rc) rc = compute_follow(g, dfa);
     if (!rc) rc = compute_skeys(g, dfa);
-    g->memory_bytes = sizeof *g + sizeof(xg2_loop) * g->n_loops + 16u * g->n_states + sizeof(xg2_rule) * n + sizeof(xg2_state) * g->n_states +
+    g->memory_bytes = sizeof *g + sizeof(xg2_loop) * g->n_loops + 24u * g->n_states + sizeof(xg2_rule) * n + sizeof(xg2_state) * g->n_states +
                       sizeof(uint32_t) * g->n_trans + (256u + sizeof(xg2_byteset)) * g->n_classmaps + (sizeof(uint64_t) + 1) * g->n_states + sizeof(xg2_ref) * g->n_refs +
                       sizeof(int32_t) * 256u * g->n_la_states + ir->exprs.n * sizeof(xg2_expr) +
                       ir->pool.n * 4u + ir->bytes.n + ir->names.n;
@@ -882,6 +887,7 @@ static void unlink_grammar(xg2_grammar *g) {
     xg2__free(g->classmaps);
     xg2__free(g->class_cuts);
     xg2__free(g->self_groups);
+    xg2__free(g->head_groups);
     xg2__free(g->contained);
     xg2__free(g->proofs_spent);
     xg2__free(g->refs_tab);

@@ -63,6 +63,8 @@ struct xg2_grammar {
     xg2_byteset *class_cuts; /* per class map (cls / 256): the bytes that start a class run */
     uint64_t *self_groups;   /* per state: the byte groups (xg2__byte_group) it loops on, whole,
                               * outside counted loops and rule edges; 0 if none */
+    uint64_t *head_groups;   /* per counted loop's head (no rule edges): the byte groups each of
+                              * whose bytes is a whole iteration back to it; 0 if none */
     uint8_t *contained;      /* per state, bit k: slice k proven contained from it (maskcache.c;
                               * set by mask walks, atomically: a memo, not part of the grammar) */
     uint8_t *proofs_spent;   /* one byte, bit k: a proof of slice k ran out of pairs (the same) */

@@ -377,6 +377,7 @@ typedef struct {
     int rep_root;             /* the repetition is the root item: its ends mark comp[] */
     uint64_t rep_unit_groups; /* byte groups each of whose bytes is a whole iteration */
     uint32_t rep_far;         /* iterations left beyond which no token can reach the bound */
+    uint32_t far;             /* the same for counted loops inside automata (xg2__count_far) */
     uint32_t *qs;        /* DFA state per depth */
     uint32_t *cs;        /* loop count per depth */
     uint8_t *cand;       /* cand[d]: some token through depth d may be uncertain */
@@ -705,6 +706,17 @@ static int set_step(walker *w, uint32_t d, uint8_t c) {
     return 1;
 }
 
+/* A counted loop's head whose bound no token can reach from count n (a
+ * maxLength string early on): the byte groups each of which iterates back to
+ * it, as self_groups for states outside loops; else 0. */
+static inline uint64_t far_head_groups(const walker *w, uint32_t s, uint32_t n) {
+    const xg2_grammar *g = w->g;
+    uint32_t loop = g->states[s].loop;
+    if (!(loop & 1) || !g->head_groups[s]) return 0;
+    int32_t max = g->loops[(loop >> 1) - 1].max;
+    return max < 0 || (uint32_t)max - n >= w->far ? g->head_groups[s] : 0;
+}
+
 /* The walk in plain DFA mode (no parser, no nesting), node by node for as long
  * as each step lands in a pure state (tail calls followed) -- most of a dense
  * walk -- with less bookkeeping than walk() below.  Returns the first node
@@ -745,7 +757,7 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
             i += nd->subtree;
             continue;
         }
-        if (nd->subtree > 1 && !(t->below[i] & ~g->self_groups[s])) {
+        if (nd->subtree > 1 && !(t->below[i] & ~(g->self_groups[s] | far_head_groups(w, s, n)))) {
             /* s loops on every byte below: the whole subtree is accepted */
             accept_tokens(acc, ids, nd->tok_begin, nd->tok_end);
             i += nd->subtree;
@@ -1152,7 +1164,7 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
                 .follow = &g->follow[g->states[it->state].rule], .cand_from = 2,
                 .set_from = UINT32_MAX, .set_q = ws->set_q, .set_n = ws->set_n, .set_r = ws->set_r,
                 .set_size = ws->set_size, .set_hash = ws->set_hash, .set_loop = ws->set_loop,
-                .taken = &taken};
+                .far = xg2__count_far(v), .taken = &taken};
     if (!ws->have_p) {
         if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) return rc;
         ws->have_p = 1;
