@@ -781,6 +781,16 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
     const xg2_trie_node *nodes = t->nodes;
     uint32_t pushed = 0; /* parser pushes since earley_from */
     for (uint32_t i = 1; i < t->n_nodes;) {
+        /* A parser, nested walk or set ends where the walk is back above the
+         * depth it began at: from there on the nodes are plain DFA steps again,
+         * in dfa_run, until one lands on a state that calls rules. */
+        uint32_t up = nodes[i].depth - 1;
+        if (w->nest_from != UINT32_MAX && up < w->nest_from) w->nest_from = UINT32_MAX;
+        if (w->earley_from != UINT32_MAX && up < w->earley_from) {
+            w->earley_from = UINT32_MAX;
+            pushed = 0;
+        }
+        if (w->set_from != UINT32_MAX && up < w->set_from) w->set_from = UINT32_MAX;
         if (w->earley_from == UINT32_MAX && w->nest_from == UINT32_MAX && w->nest_base == XG2_NONE &&
             w->set_from == UINT32_MAX) {
             int rc = XG2_OK;
@@ -796,23 +806,16 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         uint32_t d = nd->depth; /* the node's depth; its parent is at d - 1 */
         uint8_t c = nd->byte;
         w->path[d] = c;
-        if (w->nest_from != UINT32_MAX && d - 1 < w->nest_from) w->nest_from = UINT32_MAX;
         if (d == 1 && w->nest_base != XG2_NONE) { /* back at the start: nested again */
             w->nest_from = 0;
             w->nest_rule = w->nest_base;
             w->nest_root = 0;
             w->nest_rep = w->nest_rep_base;
         }
-        if (w->earley_from != UINT32_MAX) {
-            if (d - 1 < w->earley_from) {
-                w->earley_from = UINT32_MAX; /* back above the switch: DFA mode again */
-                pushed = 0;
-            } else if (pushed > d - 1 - w->earley_from) {
-                xg2__parser_pop(w->p, pushed - (d - 1 - w->earley_from));
-                pushed = d - 1 - w->earley_from;
-            }
+        if (w->earley_from != UINT32_MAX && pushed > d - 1 - w->earley_from) {
+            xg2__parser_pop(w->p, pushed - (d - 1 - w->earley_from));
+            pushed = d - 1 - w->earley_from;
         }
-        if (w->set_from != UINT32_MAX && d - 1 < w->set_from) w->set_from = UINT32_MAX;
         int alive = -1;
         if (w->nest_from == UINT32_MAX && w->earley_from == UINT32_MAX && w->set_from != UINT32_MAX) {
             if (set_step(w, d, c)) {
@@ -886,26 +889,10 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             /* decided above */
         } else if (w->earley_from == UINT32_MAX) {
             /* where dfa_run stopped: the step lands on a state that calls rules
-             * (beyond what through_tail_calls follows) -- or where a set or a
-             * parser below a sibling has just ended, and the step may land on a
-             * plain state: then it is a plain DFA step, as dfa_run's (and the
-             * nodes below go on in dfa_run), not a set of one */
+             * (beyond what through_tail_calls follows) */
             uint32_t s, n;
             alive = item_step(g, w->qs[d - 1], w->cs[d - 1], c, &s, &n);
-            uint32_t plain = alive ? (is_pure(g, s) ? s : through_tail_calls(g, s)) : XG2_NONE;
-            if (plain != XG2_NONE && plain != s) n = 0;
-            if (plain != XG2_NONE && is_pure(g, plain)) {
-                s = plain;
-                if (nd->subtree > 1 && !(t->below[i] & ~g->self_groups[s])) {
-                    /* s loops on every byte below: the whole subtree is accepted */
-                    accept_tokens(acc, t->ids, nd->tok_begin, nd->tok_end);
-                    i += nd->subtree;
-                    continue;
-                }
-                w->qs[d] = s;
-                w->cs[d] = n;
-                w->comp[d] = (g->states[s].flags & SF_FINAL) && xg2__loop_may_end(g, s, n);
-            } else if (alive) {
+            if (alive) {
                 if (set_start(w, d, s, n)) {
                     w->set_from = d;
                     w->set_entry = s;
