@@ -79,6 +79,7 @@ import json
 import math
 import re
 import warnings
+from collections import Counter
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
@@ -95,6 +96,8 @@ _INDENT_DEPTH_CAP = 32
 _MAX_ALTERNATIVES = 512
 _MAX_SUBSET_PROPS = 8
 _MAX_CASES = 64
+_SHARED_VALUE_CHARS = 4096  # a value text repeated past this in one object is a rule
+_BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")  # an expression that is one rule name
 
 ANNOTATIONS = {
     "title", "description", "$comment", "examples", "default", "deprecated", "readOnly",
@@ -1543,16 +1546,24 @@ class _Converter:
                 if not self.check(k, sub, p):
                     props[k] = [(False, p, frozenset())]
         # values
-        items = []  # (name, expr or None, required)
+        values = []
         for k in order:
             expr = self.value(props[k], d + 1, hint=f"{hint}-{k}")
             if expr is None:
                 if k in required:
                     return None
                 continue
-            # a long value is a rule of its own: one per distinct text, so that
-            # properties of the same schema share one automaton
-            expr = self.hoist(expr, f"{hint}-{k}-v", 300)
+            values.append((k, expr))
+        # a long value is a rule of its own: one per distinct text, so that
+        # properties of the same schema share one automaton; so is a value text
+        # that the properties repeat past _SHARED_VALUE_CHARS in all (hundreds of
+        # integers: the core then decides whether to copy it into each)
+        volume = Counter(expr for _, expr in values)
+        items = []  # (name, member expr, required)
+        for k, expr in values:
+            shared = len(expr) * volume[expr] >= _SHARED_VALUE_CHARS and not _BARE_NAME.fullmatch(expr)
+            limit = 0 if shared else 300
+            expr = self.hoist(expr, f"{hint}-{k}-v", limit)
             member = self.hoist(f"{R.string_literal_expr(k)} {lay.colon(d)} {expr}", f"{hint}-{k}-m", 300)
             items.append((k, member, k in required))
         extras = []

@@ -23,10 +23,11 @@ XG2_HIDDEN int xg2__ebnf_parse(xg2_ir *ir, const char *text, size_t len, const c
 typedef struct {
     xg2_u32vec off, adj; /* rule graph in CSR form */
     VEC(uint8_t) tail;   /* per edge: the reference is in tail position */
+    VEC(uint8_t) loop;   /* per edge: the reference is inside a repetition */
     uint8_t *self_loop;  /* a non-tail reference to itself */
 } rule_graph;
 
-static int collect_refs(const xg2_ir *ir, uint32_t id, uint32_t self, int tail, rule_graph *gr,
+static int collect_refs(const xg2_ir *ir, uint32_t id, uint32_t self, int tail, int loop, rule_graph *gr,
                         uint8_t *self_loop, int depth) {
     if (depth > 8 * XG2_MAX_NEST_DEPTH) return xg2__fail(XG2_ERR_LIMIT, "grammar expression nested too deeply");
     const xg2_expr *e = &ir->exprs.a[id];
@@ -36,13 +37,15 @@ static int collect_refs(const xg2_ir *ir, uint32_t id, uint32_t self, int tail, 
             if (!tail) *self_loop = 1;
             return 0;
         }
-        return vec_push(&gr->adj, e->a) || vec_push(&gr->tail, (uint8_t)tail) ? XG2_NOMEM() : 0;
-    case XE_REPEAT: return collect_refs(ir, e->a, self, 0, gr, self_loop, depth + 1);
+        return vec_push(&gr->adj, e->a) || vec_push(&gr->tail, (uint8_t)tail) || vec_push(&gr->loop, (uint8_t)loop)
+                   ? XG2_NOMEM() : 0;
+    case XE_REPEAT:
+        return collect_refs(ir, e->a, self, 0, loop || e->max < 0 || e->max > 1, gr, self_loop, depth + 1);
     case XE_SEQ:
     case XE_CHOICE:
         for (uint32_t i = 0; i < e->n; i++) {
             int t = tail && (e->kind == XE_CHOICE || i + 1 == e->n);
-            int rc = collect_refs(ir, ir->pool.a[e->a + i], self, t, gr, self_loop, depth + 1);
+            int rc = collect_refs(ir, ir->pool.a[e->a + i], self, t, loop, gr, self_loop, depth + 1);
             if (rc) return rc;
         }
         return 0;
@@ -239,14 +242,15 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint8_t *flat, uint32
     uint64_t *rsize = xg2__calloc(n ? n : 1, sizeof(uint64_t));
     uint8_t *comp_inlined = xg2__calloc(n ? n : 1, 1); /* per component: a dispatcher of it is inlined */
     uint64_t *regsize = xg2__calloc(n ? n : 1, sizeof(uint64_t)); /* per region: its members' size */
+    uint32_t *region_refs = xg2__calloc(n ? n : 1, sizeof(uint32_t));
     gr.self_loop = xg2__calloc(n ? n : 1, 1);
-    if (!comp || !csize || !order || !cstart || !rsize || !comp_inlined || !regsize || !gr.self_loop) {
+    if (!comp || !csize || !order || !cstart || !rsize || !comp_inlined || !regsize || !region_refs || !gr.self_loop) {
         rc = XG2_NOMEM();
         goto out;
     }
     for (uint32_t r = 0; r < n; r++) {
         if (vec_push(&gr.off, gr.adj.n)) { rc = XG2_NOMEM(); goto out; }
-        if ((rc = collect_refs(ir, ir->rules.a[r].body, r, 1, &gr, &gr.self_loop[r], 0))) goto out;
+        if ((rc = collect_refs(ir, ir->rules.a[r].body, r, 1, 0, &gr, &gr.self_loop[r], 0))) goto out;
     }
     if (vec_push(&gr.off, gr.adj.n)) { rc = XG2_NOMEM(); goto out; }
     if ((rc = scc(&gr, n, comp, csize))) goto out;
@@ -261,6 +265,15 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint8_t *flat, uint32
         if ((rc = find_regions(ir, &gr, comp, order, cstart, region))) goto out;
     } else {
         for (uint32_t r = 0; r < n; r++) region[r] = UINT32_MAX;
+    }
+    /* Per rule: its references from rules in regions, or UINT32_MAX when a
+     * repetition calls it anywhere. */
+    for (uint32_t r = 0; r < n; r++) {
+        for (uint32_t j = gr.off.a[r]; j < gr.off.a[r + 1]; j++) {
+            uint32_t t = gr.adj.a[j];
+            if (gr.loop.a[j]) region_refs[t] = UINT32_MAX;
+            else if (region[r] != UINT32_MAX && region_refs[t] != UINT32_MAX) region_refs[t]++;
+        }
     }
     for (uint32_t k = 0; k < n; k++) {
         uint32_t r = order[k];
@@ -294,8 +307,15 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint8_t *flat, uint32
          * yet visited are unknown here, and dispatchers expanded into each other
          * (the remainder automaton of a multipleOf, say) would multiply. */
         int cycle_taken = csize[comp[r]] > 1 && dispatcher && comp_inlined[comp[r]];
+        /* A rule that right-linear regions would copy past a budget (the value
+         * type of hundreds of properties of one object) stays one rule: each
+         * copy would be determinised, minimised and tabled again.  Not one that
+         * a repetition calls: a call per iteration (a string's characters)
+         * would leave the plain DFA walk of the mask. */
+        int many_copies = !recursive && region_refs[r] != UINT32_MAX &&
+                          rsize[r] * region_refs[r] > XG2_REGION_COPIES_MAX_NFA;
         inl[r] = ru->kind == RK_FSM && ru->lookahead < 0 && r != ir->root && (!recursive || dispatcher) &&
-                 !cycle_taken && rsize[r] <= XG2_INLINE_MAX_NFA;
+                 !cycle_taken && !many_copies && rsize[r] <= XG2_INLINE_MAX_NFA;
         if (inl[r] && recursive) comp_inlined[comp[r]] = 1;
     }
     /* The child of a counted repetition is entered by the parser, not inlined. */
@@ -304,6 +324,7 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint8_t *flat, uint32
 out:
     xg2__free(comp_inlined);
     xg2__free(regsize);
+    xg2__free(region_refs);
     xg2__free(comp);
     xg2__free(csize);
     xg2__free(order);
@@ -313,6 +334,7 @@ out:
     vec_free(&gr.off);
     vec_free(&gr.adj);
     vec_free(&gr.tail);
+    vec_free(&gr.loop);
     return rc;
 }
 

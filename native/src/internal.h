@@ -26,6 +26,7 @@
 #define XG2_MAX_TOTAL_STATES (1 << 24)  /* per grammar */
 #define XG2_INLINE_MAX_NFA 256          /* inline a rule this small into its callers (each gets a copy to determinise) */
 #define XG2_REGION_MAX_NFA (1 << 14)    /* estimated NFA states of a right-linear region */
+#define XG2_REGION_COPIES_MAX_NFA 8192  /* a rule that regions would copy past this stays a rule */
 #define XG2_MAX_SET_ITEMS (1 << 18)     /* Earley items at one input position */
 #define XG2_MAX_GUARDS 4096             /* distinct pending-lookahead sets per matcher */
 #define XG2_LOOKAHEAD_SEARCH 32         /* bytes searched to prove a lookahead can hold */

@@ -263,6 +263,27 @@ def test_whitespace_runs_at_chain_key_starts_match_matcher(deepseek, mistral):
             assert m.is_completed() and checked >= len(inst), checked
 
 
+def test_value_shared_by_many_properties_is_one_rule_and_exact(deepseek):
+    # 120 integer properties (every 10th required): the integer value's text is
+    # written once as a rule, and the core calls it from each link of the chain of
+    # properties instead of copying it into every link's automaton -- 16 states a
+    # property, not 81.  Masks must stay exact at the calls (key, colon, value,
+    # comma), and wrong instances must be refused.
+    props = {f"p{i:03d}": {"type": "integer"} for i in range(120)}
+    required = [f"p{i:03d}" for i in range(0, 120, 10)]
+    schema = {"type": "object", "properties": props, "required": required}
+    grammar = xgr.Grammar.from_json_schema(schema, strict_mode=False)
+    assert grammar.num_states < 30 * len(props)
+    inst = {k: (i * 7919) % 100003 - 50000 for i, k in enumerate(props) if k in required or i % 7 == 3}
+    check_instance(deepseek, schema, inst, [8, 1], "shared integer value")
+    compiled = deepseek.compiler.compile_json_schema(schema, strict_mode=False)
+    for bad in ({**inst, "p013": 1.5}, {k: v for k, v in inst.items() if k != "p050"}):
+        assert not jsonschema.Draft202012Validator(schema).is_valid(bad)
+        m = xgr.GrammarMatcher(compiled)
+        ok = all(m.accept_token(t) for t in deepseek.encode(json.dumps(bad)))
+        assert not (ok and m.is_completed()), bad
+
+
 def test_masks_hold_when_the_cache_evicts(deepseek):
     # A 32 KiB limit holds about one vocabulary-wide mask: entries are evicted and
     # recomputed between fills, and every mask must stay exact.
