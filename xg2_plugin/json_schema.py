@@ -303,6 +303,7 @@ class _Converter:
         self.enum_index: Dict[int, Any] = {}
         self.used_names = set()
         self.hoisted: Dict[str, str] = {}
+        self.member_names: Dict[str, Tuple[str, ...]] = {}  # object member text -> its rule names
         self.name_counts: Dict[str, int] = {}
         self.rule_cache: Dict[Any, str] = {}
         self.plain_values: Dict[Any, Optional[str]] = {}
@@ -1565,6 +1566,10 @@ class _Converter:
             limit = 0 if shared else 300
             expr = self.hoist(expr, f"{hint}-{k}-v", limit)
             member = self.hoist(f"{R.string_literal_expr(k)} {lay.colon(d)} {expr}", f"{hint}-{k}-m", 300)
+            # its rule names, from texts that repeat (cached), for the rules built
+            # around it (a key literal names no rule)
+            self.member_names[member] = (member,) if member != expr and _BARE_NAME.fullmatch(member) else \
+                _rule_refs(lay.colon(d)) + _rule_refs(expr)
             items.append((k, member, k in required))
         extras = []
         names: Dict[str, None] = {}  # the rule names the extras use, known without reading them
@@ -1841,6 +1846,11 @@ class _Converter:
             sep = lay.sep(d)
             more = "" if extra is None else _rep(f"{sep} {extra}", 0, None)
             nxt: Optional[str] = None if extra is None else _seq(extra, more)
+            # the rule names in nxt, kept beside it (so that convert() need not
+            # read back the rules a long chain is cut into)
+            sep_names = dict.fromkeys(_rule_refs(sep))
+            more_names = {} if extra is None else {**dict.fromkeys(_rule_refs(extra)), **sep_names}
+            nxt_names = dict(more_names)
             required_ahead = False  # among the members after i
             for i in range(n - 1, -1, -1):
                 _, member, req = items[i]
@@ -1849,14 +1859,18 @@ class _Converter:
                     # as a rule; and a long chain is cut into rules (regions of one
                     # automaton natively), not written as one growing text
                     rn = self.new_name(f"{hint}-n{i + 1}")
-                    self.add_rule(rn, nxt)
-                    nxt = rn
+                    self.add_rule(rn, nxt, tuple(nxt_names))
+                    nxt, nxt_names = rn, {rn: None}
                 if i == n - 1:
-                    after = more or '""'
+                    after, after_names = more or '""', more_names
                 else:
                     after = _seq(sep, nxt) if required_ahead else f"({sep} {nxt})?"
+                    after_names = {**sep_names, **nxt_names}
                 take = _seq(member, after)
+                names = self.member_names.get(member)
+                take_names = {**dict.fromkeys(_rule_refs(member) if names is None else names), **after_names}
                 nxt = take if req else _alt([take, nxt])
+                nxt_names = take_names if req else {**take_names, **nxt_names}
                 required_ahead = required_ahead or req
             # (with every member optional the empty object is the caller's own
             # alternative: the body is at least one member)
