@@ -98,6 +98,7 @@ _MAX_SUBSET_PROPS = 8
 _MAX_CASES = 64
 _SHARED_VALUE_CHARS = 4096  # a value text repeated past this in one object is a rule
 _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")  # an expression that is one rule name
+_NAMED_CHAIN_MIN = 32  # objects with more properties keep the rule names of their chain rules
 
 ANNOTATIONS = {
     "title", "description", "$comment", "examples", "default", "deprecated", "readOnly",
@@ -1566,10 +1567,11 @@ class _Converter:
             limit = 0 if shared else 300
             expr = self.hoist(expr, f"{hint}-{k}-v", limit)
             member = self.hoist(f"{R.string_literal_expr(k)} {lay.colon(d)} {expr}", f"{hint}-{k}-m", 300)
-            # its rule names, from texts that repeat (cached), for the rules built
-            # around it (a key literal names no rule)
-            self.member_names[member] = (member,) if member != expr and _BARE_NAME.fullmatch(member) else \
-                _rule_refs(lay.colon(d)) + _rule_refs(expr)
+            if len(values) > _NAMED_CHAIN_MIN:
+                # its rule names, from texts that repeat (cached), for the rules
+                # its chain is cut into (a key literal names no rule)
+                self.member_names[member] = (member,) if member != expr and _BARE_NAME.fullmatch(member) else \
+                    _rule_refs(lay.colon(d)) + _rule_refs(expr)
             items.append((k, member, k in required))
         extras = []
         names: Dict[str, None] = {}  # the rule names the extras use, known without reading them
@@ -1846,8 +1848,9 @@ class _Converter:
             sep = lay.sep(d)
             more = "" if extra is None else _rep(f"{sep} {extra}", 0, None)
             nxt: Optional[str] = None if extra is None else _seq(extra, more)
-            # the rule names in nxt, kept beside it (so that convert() need not
-            # read back the rules a long chain is cut into)
+            # the rule names in nxt, kept beside it in a long chain (so that
+            # convert() need not read back the many rules it is cut into)
+            track = n > _NAMED_CHAIN_MIN
             sep_names = dict.fromkeys(_rule_refs(sep))
             more_names = {} if extra is None else {**dict.fromkeys(_rule_refs(extra)), **sep_names}
             nxt_names = dict(more_names)
@@ -1859,18 +1862,19 @@ class _Converter:
                     # as a rule; and a long chain is cut into rules (regions of one
                     # automaton natively), not written as one growing text
                     rn = self.new_name(f"{hint}-n{i + 1}")
-                    self.add_rule(rn, nxt, tuple(nxt_names))
+                    self.add_rule(rn, nxt, tuple(nxt_names) if track else None)
                     nxt, nxt_names = rn, {rn: None}
                 if i == n - 1:
-                    after, after_names = more or '""', more_names
+                    after = more or '""'
                 else:
                     after = _seq(sep, nxt) if required_ahead else f"({sep} {nxt})?"
-                    after_names = {**sep_names, **nxt_names}
                 take = _seq(member, after)
-                names = self.member_names.get(member)
-                take_names = {**dict.fromkeys(_rule_refs(member) if names is None else names), **after_names}
+                if track:
+                    after_names = more_names if i == n - 1 else {**sep_names, **nxt_names}
+                    names = self.member_names.get(member)
+                    take_names = {**dict.fromkeys(_rule_refs(member) if names is None else names), **after_names}
+                    nxt_names = take_names if req else {**take_names, **nxt_names}
                 nxt = take if req else _alt([take, nxt])
-                nxt_names = take_names if req else {**take_names, **nxt_names}
                 required_ahead = required_ahead or req
             # (with every member optional the empty object is the caller's own
             # alternative: the body is at least one member)
