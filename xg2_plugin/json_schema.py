@@ -1560,11 +1560,13 @@ class _Converter:
         # properties of the same schema share one automaton; so is a value text
         # that the properties repeat past _SHARED_VALUE_CHARS in all (hundreds of
         # integers: the core then decides whether to copy it into each)
-        volume = Counter(expr for _, expr in values)
+        # (a text over 300 characters is a rule anyway: fewer values than this
+        # cannot repeat one past the limit)
+        volume = Counter(expr for _, expr in values) if len(values) * 300 >= _SHARED_VALUE_CHARS else None
         items = []  # (name, member expr, required)
         for k, expr in values:
-            shared = len(expr) * volume[expr] >= _SHARED_VALUE_CHARS and not _BARE_NAME.fullmatch(expr)
-            limit = 0 if shared else 300
+            shared = volume is not None and len(expr) * volume[expr] >= _SHARED_VALUE_CHARS
+            limit = 0 if shared and not _BARE_NAME.fullmatch(expr) else 300
             expr = self.hoist(expr, f"{hint}-{k}-v", limit)
             member = self.hoist(f"{R.string_literal_expr(k)} {lay.colon(d)} {expr}", f"{hint}-{k}-m", 300)
             if len(values) > _NAMED_CHAIN_MIN:
@@ -1851,9 +1853,10 @@ class _Converter:
             # the rule names in nxt, kept beside it in a long chain (so that
             # convert() need not read back the many rules it is cut into)
             track = n > _NAMED_CHAIN_MIN
-            sep_names = dict.fromkeys(_rule_refs(sep))
-            more_names = {} if extra is None else {**dict.fromkeys(_rule_refs(extra)), **sep_names}
-            nxt_names = dict(more_names)
+            if track:
+                sep_names = dict.fromkeys(_rule_refs(sep))
+                more_names = {} if extra is None else {**dict.fromkeys(_rule_refs(extra)), **sep_names}
+                nxt_names = dict(more_names)
             required_ahead = False  # among the members after i
             for i in range(n - 1, -1, -1):
                 _, member, req = items[i]
@@ -1863,7 +1866,9 @@ class _Converter:
                     # automaton natively), not written as one growing text
                     rn = self.new_name(f"{hint}-n{i + 1}")
                     self.add_rule(rn, nxt, tuple(nxt_names) if track else None)
-                    nxt, nxt_names = rn, {rn: None}
+                    nxt = rn
+                    if track:
+                        nxt_names = {rn: None}
                 if i == n - 1:
                     after = more or '""'
                 else:
