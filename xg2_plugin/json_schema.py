@@ -1572,7 +1572,7 @@ class _Converter:
             if len(values) > _NAMED_CHAIN_MIN:
                 # its rule names, from texts that repeat (cached), for the rules
                 # its chain is cut into (a key literal names no rule)
-                self.member_names[member] = (member,) if member != expr and _BARE_NAME.fullmatch(member) else \
+                self.member_names[member] = (member,) if _BARE_NAME.fullmatch(member) else \
                     _rule_refs(lay.colon(d)) + _rule_refs(expr)
             items.append((k, member, k in required))
         extras = []

@@ -708,10 +708,10 @@ static int set_step(walker *w, uint32_t d, uint8_t c) {
 
 /* A counted loop's head whose bound no token can reach from count n (a
  * maxLength string early on): the byte groups each of which iterates back to
- * it, as self_groups for states outside loops; else 0. */
-static inline uint64_t far_head_groups(const walker *w, uint32_t s, uint32_t n) {
+ * it, as self_groups for states outside loops; else 0.  (loop: s's loop
+ * tag, which the caller has at hand.) */
+static inline uint64_t far_head_groups(const walker *w, uint32_t s, uint32_t loop, uint32_t n) {
     const xg2_grammar *g = w->g;
-    uint32_t loop = g->states[s].loop;
     if (!(loop & 1) || !g->head_groups[s]) return 0;
     int32_t max = g->loops[(loop >> 1) - 1].max;
     return max < 0 || (uint32_t)max - n >= w->far ? g->head_groups[s] : 0;
@@ -757,7 +757,7 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
             i += nd->subtree;
             continue;
         }
-        if (nd->subtree > 1 && !(t->below[i] & ~(g->self_groups[s] | far_head_groups(w, s, n)))) {
+        if (nd->subtree > 1 && !(t->below[i] & ~(g->self_groups[s] | far_head_groups(w, s, ss->loop, n)))) {
             /* s loops on every byte below: the whole subtree is accepted */
             accept_tokens(acc, ids, nd->tok_begin, nd->tok_end);
             i += nd->subtree;
