@@ -179,7 +179,6 @@ def objects(props, rng, n=80, extras=("zz", "extra", "a1"), values=None):
 ])
 def test_types(schema):
     rng = random.Random(1)
-    is_valid = oracle(schema) if schema is not True else (lambda x: True)
     insts = pool(rng)
     if isinstance(schema, dict) and schema.get("nullable"):
         compiled = compile_schema(schema)
@@ -188,7 +187,6 @@ def test_types(schema):
             assert accepts(compiled, json.dumps(inst)) == want, inst
         return
     check_schema(schema, insts, strict_mode=False)
-    assert is_valid is not None
 
 
 def test_integer_accepts_integral_floats():
@@ -552,7 +550,6 @@ def test_any_order():
                                                "c": {"type": "boolean"}}, "required": ["a", "c"]}
     c = compile_schema(schema, any_order=True)
     is_valid = oracle({**schema, "additionalProperties": False})
-    rng = random.Random(9)
     import itertools
     for perm in itertools.permutations(["a", "b", "c"]):
         for vals in [(1, "x", True), ("1", "x", True), (1, 2, False)]:
@@ -561,7 +558,6 @@ def test_any_order():
                 assert accepts(c, json.dumps(inst)) == is_valid(inst), inst
     ordered = compile_schema(schema)
     assert accepts(ordered, '{"a": 1, "c": true}') and not accepts(ordered, '{"c": true, "a": 1}')
-    assert rng
 
 
 def test_strict_mode_defaults():
