@@ -783,7 +783,7 @@ class _Converter:
         va, vb = vals(a), vals(b)
         if va is None or vb is None:
             return False
-        return not any(_json_equal(x, y) for x in va for y in vb)
+        return not any(self.in_enum(x, vb) for x in va)
 
     def objects_disjoint(self, a, b) -> bool:
         """Both objects-only and a required property with disjoint values."""
@@ -1015,7 +1015,7 @@ class _Converter:
                     if enum_vals is None:
                         enum_vals = list(vals)
                     else:
-                        enum_vals = [v for v in enum_vals if any(_json_equal(v, w) for w in vals)]
+                        enum_vals = [v for v in enum_vals if self.in_enum(v, vals)]
             if "$xg:types" in s:
                 types &= set(s["$xg:types"])
             if "$xg:notEnum" in s:
@@ -1054,7 +1054,7 @@ class _Converter:
         for v in vals:
             if _json_type(v) not in types:
                 continue
-            if any(_json_equal(v, w) for w in not_vals):
+            if self.in_enum(v, not_vals):
                 continue
             ok = True
             for s, path, skip in parts:
@@ -1150,7 +1150,7 @@ class _Converter:
                 if not _json_equal(v, x):
                     return False
             elif k == "$xg:notEnum":
-                if any(_json_equal(v, w) for w in x):
+                if self.in_enum(v, x):
                     return False
             elif k == "$xg:forbid":
                 return False

@@ -438,6 +438,23 @@ def test_enum_const(schema):
     check_schema(schema, insts)
 
 
+BIG_A = [f"s{i}" for i in range(20)] + [1, True, None, 2.5, [1], {"k": 1}]
+BIG_B = [f"s{i}" for i in range(19, 40)] + [1.0, False, 3, [1.0], {"k": 2}]  # shares "s19", 1 == 1.0, [1]
+
+
+@pytest.mark.parametrize("schema", [
+    {"oneOf": [{"enum": BIG_A}, {"enum": BIG_B}]},  # overlapping branches: in both is invalid
+    {"oneOf": [{"enum": BIG_A[:18]}, {"enum": BIG_B[1:]}]},  # disjoint branches
+    {"allOf": [{"enum": BIG_A}, {"enum": BIG_B}]},  # the intersection
+    {"enum": BIG_A, "not": {"enum": BIG_B}},
+    {"type": "string", "not": {"enum": BIG_B}},
+])
+def test_enums_of_many_values(schema):
+    # (past 16 members enums are compared by hash, not pairwise: the same answers)
+    insts = BIG_A + BIG_B + [0, 1.5, "s40", "", [2], {"k": 3}, 3.0, True, False]
+    assert check_schema(schema, insts) > 0
+
+
 def test_enum_number_spellings():
     c = compile_schema({"enum": [1, 1e22, 0.1]})
     for t in ["1", "1.0", "1.000", "1e0", "1E+0", "1e+22", "0.1", "1e-1"]:
