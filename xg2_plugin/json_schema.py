@@ -1585,7 +1585,8 @@ class _Converter:
                              _rule_refs(lay.colon(d)), _rule_refs(vexpr)):
                     names.update(dict.fromkeys(part))
         extra = _alt(extras)
-        if extra is not None and len(extra) > 120:
+        # (keys but the declared ones, a trie automaton however short its text, too)
+        if extra is not None and (len(extra) > 120 or "StringExcept(" in extra):
             rn = self.new_name(f"{hint}-extra")
             self.add_rule(rn, extra, tuple(names))
             extra = rn

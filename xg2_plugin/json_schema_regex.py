@@ -1154,7 +1154,16 @@ def string_except(words, anystar: Optional[str] = None, anyone: Optional[str] = 
     words = tuple(sorted(set(words)))
     for w in words:
         iter(w)  # a word that is no string: TypeError "... is not iterable", as ever
+    if anystar and anyone and escapes and words and all(_TRIE_PLAIN.fullmatch(w) for w in words):
+        # the core builds this trie itself (StringExcept, same language)
+        lits = ", ".join(f'"{w}"' for w in words)
+        return f"StringExcept({anystar}, {anyone}, {escapes}, {lits})", (anystar, anyone, escapes)
     return _string_except(words, anystar, anyone, escapes)
+
+
+# Words the core's StringExcept takes: printable ASCII but quote and backslash
+# (each character's only canonical spelling is itself).
+_TRIE_PLAIN = re.compile(r'[\x20\x21\x23-\x5b\x5d-\x7e]*')
 
 
 # Objects of one schema often share their names (one definition reached from

@@ -364,6 +364,83 @@ out:
 
 static const char *const macros[] = {"TagDispatch", "Token", "ExcludeToken", "TokenTagDispatch", "Regex"};
 
+static uint32_t parse_quantified(parser *p);
+
+/* Words of StringExcept, sorted by their bytes (qsort has no context argument). */
+static _Thread_local const uint8_t *word_bytes;
+static int cmp_word(const void *a, const void *b) {
+    const uint32_t *x = a, *y = b;
+    uint32_t n = x[1] < y[1] ? x[1] : y[1];
+    int c = n ? memcmp(word_bytes + x[0], word_bytes + y[0], n) : 0;
+    return c ? c : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* StringExcept(any, one, escape, "word", ...): see ir.h. */
+static uint32_t parse_string_except(parser *p) {
+    char b[32];
+    uint32_t args[3], id = 0;
+    xg2_u32vec words = {0};
+    xg2_charvec w = {0};
+    uint64_t total = 0;
+    adv(p, 1); /* '(' */
+    for (int i = 0; i < 3 && !p->rc; i++) {
+        skip_ws(p);
+        args[i] = parse_quantified(p);
+        skip_ws(p);
+        if (!p->rc && peekc(p, 0) != ',')
+            perr(p, "StringExcept(any, one, escape, \"word\", ...) needs three expressions and at least one word, found %s",
+                 describe(p, b, sizeof b));
+        adv(p, 1);
+    }
+    while (!p->rc) {
+        skip_ws(p);
+        if (peekc(p, 0) != '"') { perr(p, "expected a word (a string literal) in StringExcept(...), found %s", describe(p, b, sizeof b)); break; }
+        w.n = 0;
+        if (read_string(p, &w)) break;
+        for (uint32_t k = 0; k < w.n; k++) {
+            uint8_t c = (uint8_t)w.a[k];
+            if (c < 0x20 || c > 0x7E || c == '"' || c == '\\') {
+                perr(p, "the words of StringExcept(...) are printable ASCII other than quote and backslash");
+                break;
+            }
+        }
+        total += w.n;
+        if (!p->rc && (words.n / 2 >= XG2_MAX_EXCEPT_WORDS || total > XG2_MAX_EXCEPT_BYTES)) {
+            p->rc = xg2__fail(XG2_ERR_LIMIT, "EBNF error at line %u, column %u: StringExcept(...) has more than %d words or %d bytes",
+                              p->line, p->col, XG2_MAX_EXCEPT_WORDS, XG2_MAX_EXCEPT_BYTES);
+            break;
+        }
+        if (p->rc) break;
+        xg2_ir *ir = p->ir;
+        if (vec_reserve(&ir->bytes, (uint64_t)ir->bytes.n + w.n) || vec_push(&words, ir->bytes.n) || vec_push(&words, w.n)) {
+            p->rc = XG2_NOMEM();
+            break;
+        }
+        if (w.n) memcpy(ir->bytes.a + ir->bytes.n, w.a, w.n);
+        ir->bytes.n += w.n;
+        skip_ws(p);
+        if (peekc(p, 0) == ',') { adv(p, 1); continue; }
+        if (peekc(p, 0) == ')') { adv(p, 1); break; }
+        perr(p, "expected ',' or ')' in StringExcept(...), found %s", describe(p, b, sizeof b));
+    }
+    if (!p->rc && p->ir->err) p->rc = XG2_NOMEM();
+    if (!p->rc) {
+        uint32_t n = words.n / 2, k = 0;
+        word_bytes = p->ir->bytes.a;
+        qsort(words.a, n, 2 * sizeof(uint32_t), cmp_word);
+        for (uint32_t i = 0; i < n; i++) /* distinct */
+            if (!k || cmp_word(words.a + 2 * (k - 1), words.a + 2 * i)) {
+                words.a[2 * k] = words.a[2 * i];
+                words.a[2 * k + 1] = words.a[2 * i + 1];
+                k++;
+            }
+        id = xg2__ir_except(p->ir, args, words.a, k);
+    }
+    vec_free(&words);
+    vec_free(&w);
+    return p->rc ? 0 : id;
+}
+
 static uint32_t parse_element(parser *p) {
     char b[32];
     skip_ws(p);
@@ -398,6 +475,7 @@ static uint32_t parse_element(parser *p) {
         adv(p, k);
         if (peekc(p, 0) == '(') {
             if (!strcmp(name, "Regex")) return parse_regex(p);
+            if (!strcmp(name, "StringExcept")) return parse_string_except(p);
             for (size_t m = 0; m < sizeof macros / sizeof *macros; m++)
                 if (!strcmp(name, macros[m])) return parse_macro(p, name);
         }

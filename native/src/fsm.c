@@ -275,6 +275,106 @@ static void build_repeat(nfa_builder *b, const xg2_expr *e, uint32_t from, uint3
     add_edge(b, NE_EPS, s, to, 0, 0);
 }
 
+/* StringExcept (ir.h) as a trie of NFA states.  The three ways out are built
+ * once each; every node reaches `escape` through copies of the edges that
+ * leave its start (not an epsilon edge), so a node's subset during
+ * determinisation is the node alone, not the node plus escape's first states. */
+#define EXCEPT_COPY_MAX_EDGES 4096
+static void build_except(nfa_builder *b, const xg2_expr *e, uint32_t from, uint32_t to, uint32_t self_rule,
+                         uint32_t self_start, int depth) {
+    const xg2_ir *ir = b->ir;
+    const uint32_t *arg = ir->pool.a + e->a, *words = arg + 3;
+    uint32_t s_any = new_state(b);
+    build(b, arg[0], s_any, to, self_rule, self_start, 0, depth + 1);
+    uint32_t s_one = new_state(b);
+    build(b, arg[1], s_one, s_any, self_rule, self_start, 0, depth + 1);
+    uint32_t n0 = b->n, s_esc = new_state(b), e0 = b->e.n;
+    build(b, arg[2], s_esc, s_any, self_rule, self_start, 0, depth + 1);
+    uint32_t e1 = b->e.n;
+    if (b->rc) return;
+
+    /* The closure of escape's start, if it stays inside what was just built
+     * and inside this loop context (else: epsilon edges). */
+    xg2_u32vec clo = {0};
+    VEC(nedge) out = {0};
+    int copy = e1 - e0 <= EXCEPT_COPY_MAX_EDGES && !vec_push(&clo, s_esc);
+    for (uint32_t k = 0; copy && k < clo.n; k++) {
+        uint32_t m = clo.a[k];
+        if (m < n0 || m == s_any || b->tag.a[m] != b->cur_tag) { copy = 0; break; }
+        for (uint32_t j = e0; j < e1 && copy; j++) {
+            const nedge x = b->e.a[j];
+            if (x.from != m) continue;
+            if (x.kind != NE_EPS) { copy = !vec_push(&out, x); continue; }
+            uint32_t i = 0;
+            while (i < clo.n && clo.a[i] != x.to) i++;
+            if (i == clo.n) copy = clo.n < 64 && !vec_push(&clo, x.to);
+        }
+    }
+
+    /* The trie: node k is NFA state node[k] (the root is `from`); children
+     * are linked in byte order (the words are sorted). */
+    uint64_t total = 1;
+    for (uint32_t i = 0; i < e->n; i++) total += words[2 * i + 1];
+    uint32_t *node = xg2__malloc(sizeof(uint32_t) * 3 * total), *child = node + total, *sib = child + total;
+    uint8_t *byte = xg2__malloc(2 * total), *ended = byte + total;
+    uint32_t nn = 1;
+    if (!node || !byte) { if (!b->rc) b->rc = XG2_NOMEM(); goto out; }
+    node[0] = from;
+    child[0] = sib[0] = UINT32_MAX;
+    ended[0] = 0;
+    for (uint32_t i = 0; i < e->n && !b->rc; i++) {
+        const uint8_t *w = ir->bytes.a + words[2 * i];
+        uint32_t cur = 0;
+        for (uint32_t j = 0; j < words[2 * i + 1]; j++) {
+            uint32_t c = child[cur], last = UINT32_MAX;
+            while (c != UINT32_MAX && byte[c] != w[j]) last = c, c = sib[c];
+            if (c == UINT32_MAX) {
+                c = nn++;
+                node[c] = new_state(b);
+                byte[c] = w[j];
+                child[c] = sib[c] = UINT32_MAX;
+                ended[c] = 0;
+                if (last == UINT32_MAX) child[cur] = c;
+                else sib[last] = c;
+            }
+            cur = c;
+        }
+        ended[cur] = 1;
+    }
+    for (uint32_t k = 0; k < nn && !b->rc; k++) {
+        uint32_t st = node[k];
+        if (child[k] == UINT32_MAX) { /* a whole word with nothing below: one character, then any */
+            add_edge(b, NE_EPS, st, s_one, 0, 0);
+            if (!ended[k]) add_edge(b, NE_EPS, st, to, 0, 0);
+            continue;
+        }
+        uint64_t taken[4] = {0, 0, 0, 0};
+        for (uint32_t c = child[k]; c != UINT32_MAX; c = sib[c]) {
+            add_edge(b, NE_BYTE, st, node[c], byte[c], byte[c]);
+            taken[byte[c] >> 6] |= 1ull << (byte[c] & 63);
+        }
+        taken['"' >> 6] |= 1ull << ('"' & 63);
+        taken['\\' >> 6] |= 1ull << ('\\' & 63);
+        for (uint32_t lo = 0x20; lo <= 0x7E;) { /* printable characters no word continues with */
+            if (taken[lo >> 6] >> (lo & 63) & 1) { lo++; continue; }
+            uint32_t hi = lo;
+            while (hi + 1 <= 0x7E && !(taken[(hi + 1) >> 6] >> ((hi + 1) & 63) & 1)) hi++;
+            add_edge(b, NE_BYTE, st, s_any, lo, hi);
+            lo = hi + 1;
+        }
+        if (copy)
+            for (uint32_t j = 0; j < out.n; j++) add_edge(b, out.a[j].kind, st, out.a[j].to, out.a[j].a, out.a[j].b);
+        else
+            add_edge(b, NE_EPS, st, s_esc, 0, 0);
+        if (!ended[k]) add_edge(b, NE_EPS, st, to, 0, 0); /* the string may close here */
+    }
+out:
+    xg2__free(node);
+    xg2__free(byte);
+    vec_free(&clo);
+    vec_free(&out);
+}
+
 static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint32_t self_rule,
                   uint32_t self_start, int tail, int depth) {
     if (b->rc) return;
@@ -356,6 +456,9 @@ static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint3
         return;
     case XE_MACRO:
         b->rc = xg2__fail(XG2_ERR_GRAMMAR, "%s(...) is not supported in this version", ir->names.a + e.a);
+        return;
+    case XE_EXCEPT:
+        build_except(b, &ir->exprs.a[id], from, to, self_rule, self_start, depth);
         return;
     }
 }

@@ -41,6 +41,12 @@ static int collect_refs(const xg2_ir *ir, uint32_t id, uint32_t self, int tail, 
                    ? XG2_NOMEM() : 0;
     case XE_REPEAT:
         return collect_refs(ir, e->a, self, 0, loop || e->max < 0 || e->max > 1, gr, self_loop, depth + 1);
+    case XE_EXCEPT: /* (built as calls from inside the trie: never tail references) */
+        for (uint32_t i = 0; i < 3; i++) {
+            int rc = collect_refs(ir, ir->pool.a[e->a + i], self, 0, loop, gr, self_loop, depth + 1);
+            if (rc) return rc;
+        }
+        return 0;
     case XE_SEQ:
     case XE_CHOICE:
         for (uint32_t i = 0; i < e->n; i++) {
@@ -130,6 +136,10 @@ static uint64_t est_size(const xg2_ir *ir, uint32_t id, const uint8_t *inl, cons
             if (ir->pool.a[e->a + 2 * i + 1] >= 0x80 || (e->flags & XF_NEGATED)) return 12;
         return 1;
     case XE_REF: return inl && inl[e->a] ? rsize[e->a] : 1;
+    case XE_EXCEPT: /* a state per trie node, and each way out once */
+        for (uint32_t i = 0; i < e->n; i++) s += ir->pool.a[e->a + 4 + 2 * i];
+        for (uint32_t i = 0; i < 3; i++) s += est_size(ir, ir->pool.a[e->a + i], inl, rsize, flat, depth + 1);
+        return s > UINT32_MAX ? UINT32_MAX : s;
     case XE_REPEAT: {
         if (e->flags & XF_COUNTED) return est_size(ir, e->a, inl, rsize, flat, depth + 1) + 3; /* a counted loop */
         uint64_t k = e->max >= 0 ? (uint64_t)e->max : (uint64_t)e->min + 1;

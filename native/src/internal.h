@@ -32,6 +32,8 @@
 #define XG2_LOOKAHEAD_SEARCH 32         /* bytes searched to prove a lookahead can hold */
 #define XG2_MAX_JUMP_FORWARD 4096       /* bytes returned by jump-forward */
 #define XG2_MAX_TOKEN_LEN 65535         /* bytes in one decoded token */
+#define XG2_MAX_EXCEPT_WORDS (1 << 16)  /* words of one StringExcept(...) */
+#define XG2_MAX_EXCEPT_BYTES (1 << 20)  /* ... and their bytes */
 
 /* ---- debug-only checks (never abort in release builds) ---- */
 #ifdef XG2_DEBUG

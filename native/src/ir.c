@@ -96,6 +96,13 @@ uint32_t xg2__ir_token(xg2_ir *ir, const uint32_t *ids, uint32_t n, int exclude)
     return add_expr(ir, e);
 }
 
+uint32_t xg2__ir_except(xg2_ir *ir, const uint32_t args[3], const uint32_t *words, uint32_t n_words) {
+    uint32_t at = pool_add(ir, args, 3);
+    pool_add(ir, words, 2 * n_words);
+    xg2_expr e = {XE_EXCEPT, 0, at, n_words, 0, 0};
+    return add_expr(ir, e);
+}
+
 uint32_t xg2__ir_macro(xg2_ir *ir, const char *name, uint32_t n_args) {
     if (ir->err) return 0;
     size_t len = strlen(name);
@@ -327,6 +334,22 @@ static uint32_t simplify(xg2_ir *ir, uint32_t id, const uint8_t *dead, int depth
         vec_free(&kids);
         return out;
     }
+    case XE_EXCEPT: {
+        uint32_t args[3];
+        int same = 1;
+        for (int i = 0; i < 3; i++) {
+            args[i] = simplify(ir, ir->pool.a[e.a + i], dead, depth + 1);
+            if (ir->err) return 0;
+            same &= args[i] == ir->pool.a[e.a + i];
+        }
+        if (same) return id;
+        /* (the words stay where they are: copy their pairs) */
+        uint32_t at = pool_add(ir, args, 3);
+        if (vec_reserve(&ir->pool, (uint64_t)ir->pool.n + 2u * e.n)) { ir->err = XG2_ERR_NOMEM; return 0; }
+        for (uint32_t i = 0; i < 2 * e.n; i++) ir->pool.a[ir->pool.n++] = ir->pool.a[e.a + 3 + i];
+        xg2_expr x = {XE_EXCEPT, 0, at, e.n, 0, 0};
+        return add_expr(ir, x);
+    }
     default:
         return id;
     }
@@ -346,6 +369,9 @@ static int expr_holds(const xg2_ir *ir, uint32_t id, const uint8_t *rule_ok, int
     case XE_TOKEN: return !nullable;
     case XE_MACRO: return !nullable;
     case XE_REF: return rule_ok[e->a];
+    case XE_EXCEPT: /* the empty string unless a word; else (roughly) a character that leaves the trie */
+        return !xg2__except_has_empty_word(ir, e) ||
+               (!nullable && expr_holds(ir, ir->pool.a[e->a], rule_ok, 0));
     case XE_REPEAT: return e->min == 0 || expr_holds(ir, e->a, rule_ok, nullable);
     case XE_SEQ:
         for (uint32_t i = 0; i < e->n; i++)
@@ -390,7 +416,8 @@ static int mark_refs(const xg2_ir *ir, uint32_t id, uint8_t *seen, xg2_u32vec *s
     case XE_REPEAT: return mark_refs(ir, e->a, seen, stack);
     case XE_SEQ:
     case XE_CHOICE:
-        for (uint32_t i = 0; i < e->n; i++)
+    case XE_EXCEPT:
+        for (uint32_t i = 0; i < (e->kind == XE_EXCEPT ? 3 : e->n); i++)
             if (mark_refs(ir, ir->pool.a[e->a + i], seen, stack)) return 1;
         return 0;
     }
@@ -407,7 +434,8 @@ static void renumber_refs(xg2_ir *ir, uint32_t id, const uint32_t *map, uint8_t 
     case XE_REPEAT: renumber_refs(ir, e->a, map, done); return;
     case XE_SEQ:
     case XE_CHOICE:
-        for (uint32_t i = 0; i < e->n; i++) renumber_refs(ir, ir->pool.a[e->a + i], map, done);
+    case XE_EXCEPT:
+        for (uint32_t i = 0; i < (e->kind == XE_EXCEPT ? 3 : e->n); i++) renumber_refs(ir, ir->pool.a[e->a + i], map, done);
         return;
     }
 }
@@ -727,6 +755,17 @@ static int print_expr(const xg2_ir *ir, uint32_t id, xg2_charvec *o, int prec, i
             bad = xg2__charvec_printf(o, "%s%u", i ? ", " : "", ir->pool.a[e->a + i]);
         return bad || xg2__charvec_printf(o, ")");
     case XE_MACRO: return xg2__charvec_printf(o, "%s(...)", ir->names.a + e->a);
+    case XE_EXCEPT:
+        bad = xg2__charvec_printf(o, "StringExcept(");
+        for (uint32_t i = 0; i < 3 && !bad; i++) {
+            if (i) bad = xg2__charvec_printf(o, ", ");
+            if (!bad) bad = print_expr(ir, ir->pool.a[e->a + i], o, 0, depth + 1);
+        }
+        for (uint32_t i = 0; i < e->n && !bad; i++) {
+            const uint32_t *w = ir->pool.a + e->a + 3 + 2 * i;
+            bad = xg2__charvec_printf(o, ", ") || print_bytes(o, ir->bytes.a + w[0], w[1]);
+        }
+        return bad || xg2__charvec_printf(o, ")");
     case XE_REPEAT:
         bad = print_expr(ir, e->a, o, 2, depth + 1);
         if (bad) return bad;

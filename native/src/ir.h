@@ -14,6 +14,19 @@
  *   XE_REPEAT   a = child                    min..max (max < 0: unbounded)
  *   XE_TOKEN    pool[a .. a+n): token ids    -           (flags&XF_EXCLUDE: all but these)
  *   XE_MACRO    a = macro name, n = args     -           (intrinsics not built yet: error)
+ *   XE_EXCEPT   pool[a .. a+3): any, one,    -           (StringExcept: see below)
+ *               escape exprs; pool[a+3 ..
+ *               a+3+2n): words (bytes offset,
+ *               length), sorted and distinct
+ *
+ * StringExcept(any, one, escape, "w1", ...) is every string of JSON string
+ * contents but the words (printable ASCII other than quote and backslash),
+ * read through the words' trie: while the text follows a word, characters are
+ * raw bytes; a printable character no word continues with, or any `escape`
+ * (the other characters, spelled canonically), leaves the trie, and `any`
+ * reads the rest; after a whole word with nothing below it, `one` character
+ * then `any`.  (A JSON object's extra keys: the declared names are the words.)
+ * Built straight into a trie automaton whose nodes share the ways out.
  *
  * Repetitions too large to unroll are compressed (XGrammar-2 §3.6) one of two ways:
  *   - a counted loop: an XE_REPEAT with XF_COUNTED whose child is a self-delimiting
@@ -40,6 +53,7 @@ enum {
     XE_REPEAT,
     XE_TOKEN,
     XE_MACRO,
+    XE_EXCEPT,
 };
 
 #define XF_NEGATED 1
@@ -91,6 +105,12 @@ XG2_HIDDEN uint32_t xg2__ir_list(xg2_ir *ir, int kind, const uint32_t *kids, uin
 XG2_HIDDEN uint32_t xg2__ir_repeat(xg2_ir *ir, uint32_t child, int32_t min, int32_t max);
 XG2_HIDDEN uint32_t xg2__ir_token(xg2_ir *ir, const uint32_t *ids, uint32_t n, int exclude);
 XG2_HIDDEN uint32_t xg2__ir_macro(xg2_ir *ir, const char *name, uint32_t n_args);
+/* StringExcept: words are (offset, length) pairs into ir->bytes, sorted and
+ * distinct (the parser's job). */
+XG2_HIDDEN uint32_t xg2__ir_except(xg2_ir *ir, const uint32_t args[3], const uint32_t *words, uint32_t n_words);
+static inline int xg2__except_has_empty_word(const xg2_ir *ir, const xg2_expr *e) {
+    return e->n && ir->pool.a[e->a + 4] == 0; /* sorted: the empty word first */
+}
 
 /* Rules by name: returns the id, adding an undefined rule on first mention. */
 XG2_HIDDEN uint32_t xg2__ir_rule_id(xg2_ir *ir, const char *name, size_t len, uint32_t line,
