@@ -1,5 +1,6 @@
 """Acceptance criterion 5: XGrammar-compatible API behaviour on small RAW vocabularies."""
 
+import json
 import random
 import string
 import threading
@@ -321,6 +322,18 @@ def test_compiler_cache_returns_same_object(tiny):
     assert comp.compile_grammar(text) is not c1
     off = xgr.GrammarCompiler(info, cache_enabled=False)
     assert off.compile_grammar(text) is not off.compile_grammar(text)
+
+
+def test_compiler_cache_keys_json_schemas(tiny):
+    comp = xgr.GrammarCompiler(tiny.tokenizer_info)
+    text = '{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}'
+    c = comp.compile_json_schema(text)
+    assert comp.compile_json_schema(text) is c  # the same text
+    assert comp.compile_json_schema(text, strict_mode=False) is not c  # other options
+    d = comp.compile_json_schema(json.loads(text))
+    # a dict by its canonical JSON: the same dict with its keys in another order hits
+    assert comp.compile_json_schema({"properties": {"b": {"type": "string"}, "a": {"type": "integer"}},
+                                     "type": "object"}) is d
 
 
 def test_compiler_cache_limit_evicts(tiny):
