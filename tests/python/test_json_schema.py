@@ -816,8 +816,9 @@ def test_schema_inputs_and_cache():
     assert accepts(compile_schema(text), '{"name": "x", "price": 2}')
     cached = xgr.GrammarCompiler(INFO)
     a = cached.compile_json_schema({"type": "integer", "minimum": 1})
+    assert cached.compile_json_schema({"minimum": 1, "type": "integer"}) is a  # a dict: by its canonical JSON
     b = cached.compile_json_schema('{"minimum": 1, "type": "integer"}')
-    assert a is b
+    assert cached.compile_json_schema('{"minimum": 1, "type": "integer"}') is b  # a text: by its text
     assert cached.compile_json_schema({"type": "integer", "minimum": 1}, any_whitespace=False) is not a
     with pytest.raises(xgr.InvalidArgumentError):
         xgr.Grammar.from_json_schema(3)
