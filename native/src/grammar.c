@@ -582,13 +582,11 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
                 hn[r][1] = xg2__mix64(hn[r][1], h[rt->child][1]);
                 continue;
             }
-            for (uint32_t i = 0; i < rt->n_states; i++) {
-                const xg2_state *st = &g->states[rt->start + i];
-                const xg2_ref *e = g->refs_tab + st->ref_off;
-                for (uint32_t j = 0; j < st->ref_n; j++) {
-                    hn[r][0] = xg2__mix64(hn[r][0], h[e[j].rule][0]);
-                    hn[r][1] = xg2__mix64(hn[r][1], h[e[j].rule][1]);
-                }
+            /* (a rule's rule edges are one run of refs_tab, in state order) */
+            const xg2_state *last = &g->states[rt->start + rt->n_states - 1];
+            for (uint32_t j = g->states[rt->start].ref_off; j < last->ref_off + last->ref_n; j++) {
+                hn[r][0] = xg2__mix64(hn[r][0], h[g->refs_tab[j].rule][0]);
+                hn[r][1] = xg2__mix64(hn[r][1], h[g->refs_tab[j].rule][1]);
             }
         }
         memcpy(h, hn, sizeof *h * nr);
@@ -604,14 +602,14 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
     for (uint32_t r = 0; r < nr; r++) {
         const xg2_rule *rt = &g->rules[r];
         if (rt->start == XG2_NONE) continue;
+        uint64_t a = h[r][0], b = h[r][1]; /* the rule's key and what may follow it */
+        for (int w = 0; w < 4; w++) {
+            a = xg2__mix64(a, g->follow[r].w[w]);
+            b = xg2__mix64(b, g->follow[r].w[w] ^ 0x5bd1e995u);
+        }
         for (uint32_t i = 0; i < rt->n_states; i++) {
-            uint64_t a = xg2__mix64(h[r][0], i), b = xg2__mix64(h[r][1], i);
-            for (int w = 0; w < 4; w++) {
-                a = xg2__mix64(a, g->follow[r].w[w]);
-                b = xg2__mix64(b, g->follow[r].w[w] ^ 0x5bd1e995u);
-            }
-            g->skey[rt->start + i][0] = a;
-            g->skey[rt->start + i][1] = b;
+            g->skey[rt->start + i][0] = xg2__mix64(a, i);
+            g->skey[rt->start + i][1] = xg2__mix64(b, i);
         }
     }
 out:
