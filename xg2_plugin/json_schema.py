@@ -317,7 +317,7 @@ class _Converter:
         self.alt_count = 0
         self.keep = []  # internal dicts kept alive (their ids are cache keys)
         self.dynamic_count: Dict[str, int] = {}
-        self.index(schema, _DEFAULT_BASE, "")
+        self.indexed = False  # resources, anchors and bases: walked on the first reference
         self.any_rule_names: Dict[int, str] = {}
 
     # ------------------------------------------------------------------ errors
@@ -451,7 +451,13 @@ class _Converter:
                 if isinstance(v, (dict, list)):
                     self.index(v, base, _ptr_join(ptr, i))
 
+    def ensure_index(self) -> None:
+        if not self.indexed:
+            self.indexed = True
+            self.index(self.root, _DEFAULT_BASE, "")
+
     def resolve_ref(self, ref: str, holder: dict, path: str) -> Tuple[Any, str]:
+        self.ensure_index()
         # (a ref that is no string fails uncached: its error stays the same)
         split = _split_ref if isinstance(ref, str) else _split_ref.__wrapped__
         full, doc, frag = split(self.base_of.get(id(holder), _DEFAULT_BASE), ref)
@@ -526,6 +532,7 @@ class _Converter:
                     if kw == "$dynamicRef" and isinstance(ref, str) and "#" in ref and not ref.split("#", 1)[1].startswith("/"):
                         # static resolution is exact when the anchor is not dynamic
                         # anywhere else (one $dynamicAnchor of that name at most)
+                        self.ensure_index()
                         if self.dynamic_count.get(ref.split("#", 1)[1], 0) > 1:
                             self.fail(kw, _ptr_join(path, kw), "dynamic scopes are not supported")
                             continue
