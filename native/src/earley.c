@@ -212,6 +212,9 @@ static int complete(xg2_parser *p, uint32_t begin, xg2_item it, uint32_t pos) {
         wend = p->wait_start.a[o + 1];
     }
     for (uint32_t w = p->wait_start.a[o]; w < wend; w++) {
+        /* (most waiting items wait on one rule: skip the others unread) */
+        uint32_t wr = p->wait_rule.a[w];
+        if (wr != rule && wr != UINT32_MAX) continue;
         xg2_item par = p->items.a[p->wait.a[w]];
         const xg2_state *ps = &g->states[par.state];
         uint32_t t, cnt = par.count;
@@ -248,15 +251,16 @@ static int closure(xg2_parser *p, uint32_t begin, uint32_t pos) {
         const xg2_state *st = &g->states[it.state];
         if (st->flags & SF_REPEAT) {
             const xg2_rule *rr = &g->rules[st->rule];
-            if (vec_push(&p->wait, j)) return XG2_NOMEM();
+            if (vec_push(&p->wait, j) || vec_push(&p->wait_rule, rr->child)) return XG2_NOMEM();
             if (rr->max < 0 || it.count < (uint32_t)rr->max)
                 if ((rc = add_item(p, begin, g->rules[rr->child].start, pos, 0, it.guard))) return rc;
             if (it.count >= (uint32_t)rr->min && (rc = complete(p, begin, it, pos))) return rc;
             continue;
         }
         if (st->flags & SF_REFS) {
-            if (vec_push(&p->wait, j)) return XG2_NOMEM();
             const xg2_ref *e = g->refs_tab + st->ref_off;
+            if (vec_push(&p->wait, j) || vec_push(&p->wait_rule, st->ref_n == 1 ? e[0].rule : UINT32_MAX))
+                return XG2_NOMEM();
             for (uint32_t k = 0; k < st->ref_n; k++)
                 if ((rc = add_item(p, begin, g->rules[e[k].rule].start, pos, 0, it.guard))) return rc;
             for (uint32_t k = 0; k < p->nulls.n; k++) {
@@ -310,7 +314,7 @@ XG2_HIDDEN int xg2__parser_reinit_local(xg2_parser *p, uint32_t state, uint32_t 
         guards_free(&p->guards);
         if (guards_init(&p->guards)) return XG2_NOMEM();
     }
-    p->items.n = p->wait.n = p->input.n = 0;
+    p->items.n = p->wait.n = p->wait_rule.n = p->input.n = 0;
     p->set_start.n = p->wait_start.n = 1;
     p->ns = 0;
     p->hashed = 0;
@@ -326,6 +330,7 @@ void xg2__parser_free(xg2_parser *p) {
     vec_free(&p->items);
     vec_free(&p->set_start);
     vec_free(&p->wait);
+    vec_free(&p->wait_rule);
     vec_free(&p->wait_start);
     vec_free(&p->input);
     vec_free(&p->nulls);
@@ -351,6 +356,7 @@ int xg2__parser_copy(xg2_parser *d, const xg2_parser *s) {
     COPY_VEC(&d->items, &s->items);
     COPY_VEC(&d->set_start, &s->set_start);
     COPY_VEC(&d->wait, &s->wait);
+    COPY_VEC(&d->wait_rule, &s->wait_rule);
     COPY_VEC(&d->wait_start, &s->wait_start);
     COPY_VEC(&d->input, &s->input);
     COPY_VEC(&d->guards.pool, &s->guards.pool);
@@ -371,7 +377,7 @@ void xg2__parser_pop(xg2_parser *p, uint32_t n) {
     XG2_DASSERT(n < p->ns);
     p->ns -= n;
     p->items.n = p->set_start.a[p->ns];
-    p->wait.n = p->wait_start.a[p->ns];
+    p->wait.n = p->wait_rule.n = p->wait_start.a[p->ns];
     p->set_start.n = p->ns + 1;
     p->wait_start.n = p->ns + 1;
     p->input.n = p->ns - 1;
@@ -412,7 +418,7 @@ int xg2__parser_push(xg2_parser *p, uint8_t c) {
     return 1;
 fail:
     p->items.n = begin;
-    p->wait.n = p->wait_start.a[k + 1];
+    p->wait.n = p->wait_rule.n = p->wait_start.a[k + 1];
     p->input.n = k;
     return -rc;
 }

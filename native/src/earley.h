@@ -41,6 +41,7 @@ typedef struct {
     VEC(xg2_item) items;
     xg2_u32vec set_start;  /* ns + 1 entries; the last is items.n */
     xg2_u32vec wait;       /* item indices */
+    xg2_u32vec wait_rule;  /* beside each: the one rule it waits on, or UINT32_MAX (several) */
     xg2_u32vec wait_start; /* ns + 1 entries; the last is wait.n */
     VEC(uint8_t) input;    /* input[i]: the byte between set i and i + 1 */
     uint32_t ns;           /* number of sets = input length + 1 */
