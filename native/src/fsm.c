@@ -247,7 +247,7 @@ static void build_ref(nfa_builder *b, uint32_t r, uint32_t from, uint32_t to, ui
  * (max - min) optional copies.  Loops use fresh states so nothing re-enters
  * `from`. */
 static void build_repeat(nfa_builder *b, const xg2_expr *e, uint32_t from, uint32_t to, uint32_t self_rule,
-                         uint32_t self_start, int depth) {
+                         uint32_t self_start, int tail, int depth) {
     uint32_t s = from;
     for (int32_t i = 0; i < e->min && !b->rc; i++) {
         uint32_t t = new_state(b);
@@ -264,8 +264,8 @@ static void build_repeat(nfa_builder *b, const xg2_expr *e, uint32_t from, uint3
     }
     for (int32_t i = e->min; i < e->max && !b->rc; i++) {
         add_edge(b, NE_EPS, s, to, 0, 0);
-        if (i + 1 == e->max) { /* the last copy ends at `to` itself */
-            build(b, e->a, s, to, self_rule, self_start, 0, depth + 1);
+        if (i + 1 == e->max) { /* the last copy ends at `to` itself (an `x?` in tail position: x's end too) */
+            build(b, e->a, s, to, self_rule, self_start, tail && e->max == 1, depth + 1);
             return;
         }
         uint32_t t = new_state(b);
@@ -446,7 +446,7 @@ static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint3
          * reference to be expanded in each) references stay rule edges. */
         int flat = b->regions && b->regions->flat_repeat && b->regions->flat_repeat[id];
         b->flat += flat;
-        build_repeat(b, &e, from, to, self_rule, self_start, depth);
+        build_repeat(b, &e, from, to, self_rule, self_start, tail, depth);
         b->flat -= flat;
         return;
     }

@@ -39,8 +39,9 @@ static int collect_refs(const xg2_ir *ir, uint32_t id, uint32_t self, int tail, 
         }
         return vec_push(&gr->adj, e->a) || vec_push(&gr->tail, (uint8_t)tail) || vec_push(&gr->loop, (uint8_t)loop)
                    ? XG2_NOMEM() : 0;
-    case XE_REPEAT:
-        return collect_refs(ir, e->a, self, 0, loop || e->max < 0 || e->max > 1, gr, self_loop, depth + 1);
+    case XE_REPEAT: /* (an optional `x?` ends where it would: its tail references stay tail references) */
+        return collect_refs(ir, e->a, self, tail && e->max == 1, loop || e->max < 0 || e->max > 1, gr, self_loop,
+                            depth + 1);
     case XE_EXCEPT: /* (built as calls from inside the trie: never tail references) */
         for (uint32_t i = 0; i < 3; i++) {
             int rc = collect_refs(ir, ir->pool.a[e->a + i], self, 0, loop, gr, self_loop, depth + 1);

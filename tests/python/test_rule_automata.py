@@ -268,6 +268,31 @@ def test_optional_links_share_their_next_link():
         assert _accepts(compiled, text) == _links_ok(text, n), text
 
 
+@pytest.mark.parametrize("n", [12, 200])
+def test_optional_links_run_as_one_automaton(n):
+    # A link's next link inside `(...)?` at its end is still a tail reference: the
+    # chain is one right-linear group, merged into one automaton (inlined into root
+    # when small, else l0's), so in the middle of it the parser holds no item of
+    # the other links -- none waiting either, which is what made resolving a mask
+    # in a long chain of optional properties walk dozens of waiting rules.
+    lines = ['root ::= "{" l0 "}" | "{}"', f'l{n - 1} ::= "k{n - 1}:" [0-9]+']
+    lines += [f'l{i} ::= "k{i}:" [0-9]+ ("," l{i + 1})? | l{i + 1}' for i in range(n - 1)]
+    compiled = xgr.GrammarCompiler(xgr.TokenizerInfo(list("{}:,k0123456789"), xgr.VocabType.RAW),
+                                   cache_enabled=False).compile_grammar("\n".join(lines))
+    m = xgr.GrammarMatcher(compiled)
+    assert m.accept_string("{k0:1,k5:2")
+    items = [line.split()[0] for line in m._debug_print_internal_state().splitlines()[1:] if line.strip()]
+    assert not {f"l{i}" for i in range(1, n)} & set(items), items
+    rng = random.Random(5)
+    for _ in range(200):
+        keys = sorted(rng.sample(range(n), rng.randint(0, 4)))
+        text = "{" + ",".join(f"k{i}:{rng.randint(0, 99)}" for i in keys) + "}"
+        if rng.random() < 0.3:  # break it
+            j = rng.randrange(len(text))
+            text = text[:j] + rng.choice(",:k9}") + text[j + 1:]
+        assert _accepts(compiled, text) == _links_ok(text, n), text
+
+
 def test_rule_written_twice_in_a_body_keeps_each_continuation():
     # r is expanded at each place it is written; only expansions that end in the
     # same place may share one copy (here they end before "x", before "y", and at
