@@ -348,17 +348,17 @@ static void build_except(nfa_builder *b, const xg2_expr *e, uint32_t from, uint3
             if (!ended[k]) add_edge(b, NE_EPS, st, to, 0, 0);
             continue;
         }
-        uint64_t taken[4] = {0, 0, 0, 0};
+        xg2_byteset taken = {{0}};
         for (uint32_t c = child[k]; c != UINT32_MAX; c = sib[c]) {
             add_edge(b, NE_BYTE, st, node[c], byte[c], byte[c]);
-            taken[byte[c] >> 6] |= 1ull << (byte[c] & 63);
+            byteset_add(&taken, byte[c]);
         }
-        taken['"' >> 6] |= 1ull << ('"' & 63);
-        taken['\\' >> 6] |= 1ull << ('\\' & 63);
+        byteset_add(&taken, '"');
+        byteset_add(&taken, '\\');
         for (uint32_t lo = 0x20; lo <= 0x7E;) { /* printable characters no word continues with */
-            if (taken[lo >> 6] >> (lo & 63) & 1) { lo++; continue; }
+            if (byteset_has(&taken, lo)) { lo++; continue; }
             uint32_t hi = lo;
-            while (hi + 1 <= 0x7E && !(taken[(hi + 1) >> 6] >> ((hi + 1) & 63) & 1)) hi++;
+            while (hi + 1 <= 0x7E && !byteset_has(&taken, hi + 1)) hi++;
             add_edge(b, NE_BYTE, st, s_any, lo, hi);
             lo = hi + 1;
         }
