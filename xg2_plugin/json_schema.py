@@ -1584,16 +1584,17 @@ class _Converter:
             items.append((k, member, k in required))
         extras = []
         names: Dict[str, None] = {}  # the rule names the extras use, known without reading them
-        for key_expr, vconj, key_names in extra_cases:
+        trie = False  # some extra key is a trie of the declared names (an automaton however short its text)
+        for key_expr, vconj, key_names, key_trie in extra_cases:
             vexpr = self.value(vconj, d + 1, hint=f"{hint}-extra")
             if vexpr is not None:
+                trie = trie or key_trie
                 extras.append(f"{key_expr} {lay.colon(d)} {vexpr}")
                 for part in (key_names if key_names is not None else _rule_refs(key_expr),
                              _rule_refs(lay.colon(d)), _rule_refs(vexpr)):
                     names.update(dict.fromkeys(part))
         extra = _alt(extras)
-        # (keys but the declared ones, a trie automaton however short its text, too)
-        if extra is not None and (len(extra) > 120 or "StringExcept(" in extra):
+        if extra is not None and (len(extra) > 120 or trie):
             rn = self.new_name(f"{hint}-extra")
             self.add_rule(rn, extra, tuple(names))
             extra = rn
@@ -1645,8 +1646,9 @@ class _Converter:
         return out, matched
 
     def extra_cases(self, parts, declared, name_parts, constrained, explicit_extra) -> list:
-        """[(key_expr, value_conj, the key_expr's rule names or None: unknown)]
-        for keys that are not declared."""
+        """[(key_expr, value_conj, the key_expr's rule names or None: unknown,
+        whether key_expr is the trie of the declared names)] for keys that are
+        not declared."""
         q = '"\\""'
         pats = []  # (pattern, schema, path, part index)
         addl = []  # per part: value conj for keys matching none of its patterns
@@ -1685,12 +1687,12 @@ class _Converter:
             simple = not inside and not outside and names_dfa is None
             if simple:
                 key, names = self.string_except(declared) if declared else (R.JSON_CHAR_LOOSE + "*", ())
-                cases.append((f"{q} {key} {q}", vconj, names))
+                cases.append((f"{q} {key} {q}", vconj, names, bool(declared)))
                 continue
             if len(inside) == 1 and not outside and names_dfa is None and not any(
                     self.dfa_for(("pat", inside[0][0]), inside[0][2]).accepts(k) for k in declared):
                 ir = self.pattern_ir(inside[0][0], inside[0][2])
-                cases.append((f"{q} {R.emit(ir)} {q}", vconj, None))
+                cases.append((f"{q} {R.emit(ir)} {q}", vconj, None, False))
                 continue
             try:
                 dfa = names_dfa
@@ -1707,11 +1709,11 @@ class _Converter:
                     dfa = R.cached_dfa(R.n_rep(R.n_set(R.ALL), 0, None))
             except R.DFAError as e:
                 self.fail("patternProperties", pats[0][2] if pats else parts[0][1], str(e))
-                cases.append((R.JSON_STRING_LOOSE, vconj, None))
+                cases.append((R.JSON_STRING_LOOSE, vconj, None, False))
                 continue
             name = dfa.emit_rules(self.new_name("key"), self.add_rule)
             if name is not None:
-                cases.append((f"{q} {name} {q}", vconj, None))
+                cases.append((f"{q} {name} {q}", vconj, None, False))
         return cases
 
     def name_dfa(self, sub, path):
