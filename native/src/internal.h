@@ -133,6 +133,14 @@ static inline void byteset_add_range(xg2_byteset *s, unsigned lo, unsigned hi) {
 static inline int byteset_has(const xg2_byteset *s, unsigned b) {
     return (int)((s->w[b >> 6] >> (b & 63)) & 1);
 }
+/* The least byte of s at or above b, or 256. */
+static inline unsigned byteset_next(const xg2_byteset *s, unsigned b) {
+    for (unsigned w = b >> 6; b < 256 && w < 4; w++, b = w << 6) {
+        uint64_t m = s->w[w] & (~0ull << (b & 63));
+        if (m) return (w << 6) + (unsigned)__builtin_ctzll(m);
+    }
+    return 256;
+}
 
 /* Byte groups, for a 64-bit summary of a byte set: controls, space, digits,
  * a-f, g-z, A-F, G-Z, each ASCII punctuation character alone, and four UTF-8

@@ -403,6 +403,15 @@ typedef struct {
     xg2_byteset loop_bytes;
     uint32_t loop_size;
     uint64_t loop_hash;
+    /* In dfa_run, from the start state: the first bytes with a transition
+     * (root_skip: a child of the root outside them adds nothing, not even
+     * uncertain tokens, so the walk jumps to the next one inside). */
+    int root_skip;
+    xg2_byteset root_ok;
+    /* The same under the child of the root being walked (fan_known: set for
+     * it; fan_skip: its refused children add nothing). */
+    int fan_known, fan_skip;
+    xg2_byteset fan_ok;
 } walker;
 
 #define XG2_SET_MAX 64
@@ -734,6 +743,12 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
         const xg2_trie_node *nd = &nodes[i];
         uint32_t d = nd->depth;
         uint8_t c = nd->byte;
+        if (d == 1) w->fan_known = 0;
+        if (d == 1 && w->root_skip && !byteset_has(&w->root_ok, c)) {
+            uint32_t b = byteset_next(&w->root_ok, c + 1u);
+            i = t->root_next[b];
+            continue;
+        }
         uint32_t q = qs[d - 1], n = 0;
         const xg2_state *sq = &states[q];
         uint32_t s = trans[sq->row + cmaps[sq->cls + c]];
@@ -755,6 +770,21 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
                 for (uint32_t k = nd->tok_begin; k < nd->tok_end; k++)
                     if (vec_push(unc, ids[k])) { *rc = XG2_NOMEM(); return i; }
             i += nd->subtree;
+            /* under a child of the root with many children: jump to the next
+             * sibling whose byte the parent's state takes (as root_skip does
+             * one level up; refused children add nothing unless cand[1] or
+             * an end at depth 1 may make them uncertain) */
+            if (d == 2 && t->fan_off[w->path[1]] != UINT32_MAX) {
+                if (!w->fan_known) {
+                    w->fan_known = 1;
+                    w->fan_skip = !cand[1] && !(cand_from <= 2 && comp[1]);
+                    memset(&w->fan_ok, 0, sizeof w->fan_ok);
+                    const uint8_t *cm = cmaps + sq->cls;
+                    for (unsigned b = 0; b < 256; b++)
+                        if (trans[sq->row + cm[b]] != XG2_NONE) byteset_add(&w->fan_ok, b);
+                }
+                if (w->fan_skip) i = t->fan[t->fan_off[w->path[1]] + byteset_next(&w->fan_ok, c + 1u)];
+            }
             continue;
         }
         if (nd->subtree > 1 && !(t->below[i] & ~(g->self_groups[s] | far_head_groups(w, s, ss->loop, n)))) {
@@ -780,6 +810,19 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
     const xg2_grammar *g = w->g;
     const xg2_trie_node *nodes = t->nodes;
     uint32_t pushed = 0; /* parser pushes since earley_from */
+    /* dfa_run steps the root's children from qs[0]; a refused one adds
+     * uncertain tokens only through cand[0] or an end at depth 0 */
+    w->fan_known = 0;
+    w->root_skip = w->earley_from == UINT32_MAX && w->set_from == UINT32_MAX && w->nest_from == UINT32_MAX &&
+                   w->nest_base == XG2_NONE && !w->cand[0] && !(w->cand_from <= 1 && w->comp[0]) &&
+                   !(g->states[w->qs[0]].flags & SF_REPEAT);
+    if (w->root_skip) {
+        const xg2_state *s0 = &g->states[w->qs[0]];
+        const uint8_t *cm = g->classmaps + s0->cls;
+        memset(&w->root_ok, 0, sizeof w->root_ok);
+        for (unsigned c = 0; c < 256; c++)
+            if (g->trans[s0->row + cm[c]] != XG2_NONE) byteset_add(&w->root_ok, c);
+    }
     for (uint32_t i = 1; i < t->n_nodes;) {
         /* A parser, nested walk or set ends where the walk is back above the
          * depth it began at: from there on the nodes are plain DFA steps again,
@@ -806,6 +849,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         uint32_t d = nd->depth; /* the node's depth; its parent is at d - 1 */
         uint8_t c = nd->byte;
         w->path[d] = c;
+        if (d == 1) w->fan_known = 0;
         if (d == 1 && w->nest_base != XG2_NONE) { /* back at the start: nested again */
             w->nest_from = 0;
             w->nest_rule = w->nest_base;

@@ -126,6 +126,7 @@ void xg2__trie_free(xg2_trie *t) {
     xg2__free(t->below);
     xg2__free(t->in_slices);
     xg2__free(t->ids);
+    xg2__free(t->fan);
     memset(t, 0, sizeof *t);
 }
 
@@ -212,6 +213,28 @@ static int build_entries(const xg2_vocab *v, trie_entry *ents, uint32_t n, xg2_t
         if (nd->tok_count) next = nd->tok_begin;
         nd->tok_begin = next;
         nd->tok_end = after;
+    }
+    for (uint32_t ch = 1, b = 0; b <= 256; b++) {
+        while (ch < nn && t->nodes[ch].byte < b) ch += t->nodes[ch].subtree;
+        t->root_next[b] = b < 256 ? ch : nn;
+    }
+    uint32_t n_fan = 0;
+    for (uint32_t r = 1; r < nn; r += t->nodes[r].subtree) {
+        uint32_t kids = 0;
+        for (uint32_t ch = r + 1; ch < r + t->nodes[r].subtree; ch += t->nodes[ch].subtree) kids++;
+        t->fan_off[t->nodes[r].byte] = kids >= XG2_FAN_MIN ? 257 * n_fan++ : UINT32_MAX;
+    }
+    for (uint32_t b = 0; b < 256; b++)
+        if (t->root_next[b] == nn || t->nodes[t->root_next[b]].byte != b) t->fan_off[b] = UINT32_MAX;
+    t->fan = xg2__malloc(sizeof(uint32_t) * 257 * (n_fan ? n_fan : 1));
+    if (!t->fan) { rc = XG2_NOMEM(); goto out; }
+    for (uint32_t r = 1; r < nn; r += t->nodes[r].subtree) {
+        uint32_t off = t->fan_off[t->nodes[r].byte], end = r + t->nodes[r].subtree;
+        if (off == UINT32_MAX) continue;
+        for (uint32_t ch = r + 1, b = 0; b <= 256; b++) {
+            while (ch < end && t->nodes[ch].byte < b) ch += t->nodes[ch].subtree;
+            t->fan[off + b] = b < 256 ? ch : end;
+        }
     }
     /* Byte groups below each node, children first (they follow their parent). */
     t->below = xg2__calloc(nn, sizeof(uint64_t));

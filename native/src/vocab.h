@@ -23,6 +23,7 @@ typedef struct {
 } xg2_trie_node;
 
 /* A prefix trie over a subset of the vocabulary, tokens in byte order. */
+#define XG2_FAN_MIN 32 /* children of a child of the root worth a jump table (fan) */
 typedef struct {
     xg2_trie_node *nodes;
     uint64_t *below; /* per node: the groups (xg2__byte_group) of the bytes below it */
@@ -31,6 +32,15 @@ typedef struct {
     uint32_t n_nodes;
     int32_t *ids; /* token ids in byte order */
     uint32_t n_ids;
+    /* root_next[b]: the first child of the root whose byte is b or above
+     * (n_nodes if none), so a walk can go straight to the first bytes its
+     * start allows instead of reading every child of the root. */
+    uint32_t root_next[257];
+    /* The same one level down, for children of the root with many children
+     * (fan_off[b]: the child by byte b's table in fan, else UINT32_MAX): its
+     * first child whose byte is at or above a byte, 257 entries. */
+    uint32_t fan_off[256];
+    uint32_t *fan;
 } xg2_trie;
 
 /* A token slice (after LLGuidance's slicer): the tokens whose bytes are a
