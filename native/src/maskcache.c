@@ -1177,6 +1177,19 @@ static int walk_from(const walker *base, const xg2_vocab *v, uint32_t q0, uint32
     return walk(&w, t, acc, unc);
 }
 
+/* Words i and i + 1 of a bitset of `words` 32-bit words, as one 64-bit word
+ * (bit k of word i is bit k). */
+static inline uint64_t acc_pair(const uint32_t *a, size_t words, size_t i) {
+    return (uint64_t)a[i] | (i + 1 < words ? (uint64_t)a[i + 1] << 32 : 0);
+}
+
+static inline uint32_t popcount64(uint64_t x) {
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (uint32_t)((x * 0x0101010101010101ull) >> 56);
+}
+
 static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_mask_entry **out) {
     size_t words = v->words;
     uint32_t depth = v->max_token_len + 2;
@@ -1235,15 +1248,19 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
 
     xg2_mask_entry *e = xg2__calloc(1, sizeof *e);
     if (!e) return XG2_NOMEM();
-    /* A list when few tokens are accepted (setting bits beats OR-ing a bitset). */
+    /* A list when few tokens are accepted (setting bits beats OR-ing a bitset).
+     * (The bitset is read 64 bits at a time: most words are empty.) */
     uint32_t n_acc = 0, limit = (uint32_t)(words / 16);
-    for (size_t i = 0; i < words && n_acc < limit; i++)
-        for (uint32_t b = acc[i]; b && n_acc < limit; b &= b - 1) n_acc++;
+    for (size_t i = 0; i < words && n_acc < limit; i += 2) {
+        uint64_t x = acc_pair(acc, words, i);
+        if (x) n_acc += popcount64(x);
+    }
     if (n_acc < limit) {
         e->acc = xg2__malloc(sizeof(int32_t) * (n_acc ? n_acc : 1));
         if (!e->acc) { xg2__free(e); return XG2_NOMEM(); }
-        for (size_t i = 0; i < words; i++)
-            for (uint32_t b = acc[i]; b; b &= b - 1) e->acc[e->n_acc++] = (int32_t)(i * 32 + (uint32_t)__builtin_ctz(b));
+        for (size_t i = 0; i < words; i += 2)
+            for (uint64_t x = acc_pair(acc, words, i); x; x &= x - 1)
+                e->acc[e->n_acc++] = (int32_t)(i * 32 + (uint32_t)__builtin_ctzll(x));
         e->bytes = sizeof(int32_t) * n_acc;
     } else {
         e->bits = xg2__malloc(sizeof(uint32_t) * words);
