@@ -117,6 +117,12 @@ void xg2_grammar_free(xg2_grammar *grammar);
  * and sets *len to the full length, so a first call with cap 0 sizes the buffer. */
 int xg2_grammar_print(const xg2_grammar *grammar, char *buf, size_t cap, size_t *len);
 
+/* The process-wide cache of rule automata (minimal DFAs shared by grammars
+ * with equal rules): its limit in bytes (least recently used ones dropped
+ * beyond it; default 32 MiB) and the bytes it holds. */
+int xg2_rule_cache_set_limit(size_t bytes);
+size_t xg2_rule_cache_bytes(void);
+
 /* Number of rules and of FSM states after normalisation (for diagnostics). */
 int32_t xg2_grammar_num_rules(const xg2_grammar *grammar);
 int32_t xg2_grammar_num_states(const xg2_grammar *grammar);

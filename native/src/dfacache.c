@@ -12,7 +12,8 @@ struct dfa_entry {
     uint32_t n_key;
     xg2_dfa dfa;
     size_t bytes;
-    dfa_entry *next; /* hash chain */
+    dfa_entry *next;          /* hash chain */
+    dfa_entry *newer, *older; /* recency list */
 };
 
 static struct {
@@ -20,7 +21,39 @@ static struct {
     dfa_entry **buckets;
     uint32_t n_buckets, n;
     size_t bytes;
-} cache = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0};
+    dfa_entry *newest, *oldest;
+    size_t limit;
+} cache = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0, NULL, NULL, XG2_DFA_CACHE_BYTES};
+
+static void entry_free(dfa_entry *e);
+
+static void unlink_recent(dfa_entry *e) {
+    if (e->newer) e->newer->older = e->older;
+    else cache.newest = e->older;
+    if (e->older) e->older->newer = e->newer;
+    else cache.oldest = e->newer;
+    e->newer = e->older = NULL;
+}
+
+static void push_newest(dfa_entry *e) {
+    e->older = cache.newest;
+    e->newer = NULL;
+    if (cache.newest) cache.newest->newer = e;
+    cache.newest = e;
+    if (!cache.oldest) cache.oldest = e;
+}
+
+/* Drop the least recently used entry (from its hash chain too). */
+static void evict_oldest_locked(void) {
+    dfa_entry *e = cache.oldest;
+    unlink_recent(e);
+    dfa_entry **p = &cache.buckets[e->hash & (cache.n_buckets - 1)];
+    while (*p != e) p = &(*p)->next;
+    *p = e->next;
+    cache.n--;
+    cache.bytes -= e->bytes;
+    entry_free(e);
+}
 
 static size_t dfa_bytes(const xg2_dfa *d) {
     uint32_t nb = d->n ? d->boff[d->n] : 0, nr = d->n ? d->roff[d->n] : 0;
@@ -34,18 +67,6 @@ static void entry_free(dfa_entry *e) {
     xg2__free(e);
 }
 
-static void clear_locked(void) {
-    for (uint32_t b = 0; b < cache.n_buckets; b++) {
-        for (dfa_entry *e = cache.buckets[b], *next; e; e = next) {
-            next = e->next;
-            entry_free(e);
-        }
-        cache.buckets[b] = NULL;
-    }
-    cache.n = 0;
-    cache.bytes = 0;
-}
-
 int xg2__dfa_cache_find(const uint32_t *key, uint32_t n_key, uint64_t h, xg2_dfa *out) {
     int found = 0;
     pthread_mutex_lock(&cache.lock);
@@ -53,6 +74,8 @@ int xg2__dfa_cache_find(const uint32_t *key, uint32_t n_key, uint64_t h, xg2_dfa
         for (dfa_entry *e = cache.buckets[h & (cache.n_buckets - 1)]; e; e = e->next) {
             if (e->hash != h || e->n_key != n_key || memcmp(e->key, key, sizeof(uint32_t) * n_key)) continue;
             found = xg2__dfa_copy(&e->dfa, out) ? -1 : 1;
+            unlink_recent(e);
+            push_newest(e);
             break;
         }
     }
@@ -91,7 +114,11 @@ void xg2__dfa_cache_add(const uint32_t *key, uint32_t n_key, uint64_t hash, cons
     memcpy(e->key, key, sizeof(uint32_t) * n_key);
     e->bytes = sizeof *e + sizeof(uint32_t) * n_key + dfa_bytes(d);
     pthread_mutex_lock(&cache.lock);
-    if (cache.bytes + e->bytes > XG2_DFA_CACHE_BYTES) clear_locked();
+    if (e->bytes > cache.limit) {
+        pthread_mutex_unlock(&cache.lock);
+        goto fail;
+    }
+    while (cache.oldest && cache.bytes + e->bytes > cache.limit) evict_oldest_locked();
     if (cache.n + 1 > cache.n_buckets && grow_locked()) {
         pthread_mutex_unlock(&cache.lock);
         goto fail;
@@ -104,6 +131,7 @@ void xg2__dfa_cache_add(const uint32_t *key, uint32_t n_key, uint64_t hash, cons
     }
     e->next = cache.buckets[e->hash & (cache.n_buckets - 1)];
     cache.buckets[e->hash & (cache.n_buckets - 1)] = e;
+    push_newest(e);
     cache.n++;
     cache.bytes += e->bytes;
     pthread_mutex_unlock(&cache.lock);
@@ -112,4 +140,19 @@ void xg2__dfa_cache_add(const uint32_t *key, uint32_t n_key, uint64_t hash, cons
 fail:
     if (e) entry_free(e);
     xg2__clear_error();
+}
+
+int xg2_rule_cache_set_limit(size_t bytes) {
+    pthread_mutex_lock(&cache.lock);
+    cache.limit = bytes;
+    while (cache.oldest && cache.bytes > cache.limit) evict_oldest_locked();
+    pthread_mutex_unlock(&cache.lock);
+    return XG2_OK;
+}
+
+size_t xg2_rule_cache_bytes(void) {
+    pthread_mutex_lock(&cache.lock);
+    size_t b = cache.bytes;
+    pthread_mutex_unlock(&cache.lock);
+    return b;
 }

@@ -307,3 +307,32 @@ def test_rule_written_twice_in_a_body_keeps_each_continuation():
     for _ in range(2000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 7)))
         assert _accepts(compiled, text) == bool(pattern.fullmatch(text)), text
+
+
+def test_rule_cache_drops_least_recently_used_within_its_limit():
+    """A rule-automata cache too small for the grammars compiled drops the least
+    recently used automata: it stays within its limit, still holds some, and every
+    grammar keeps its language whether its automata come from the cache or are
+    built again."""
+    from xg2_plugin._native import lib
+
+    info = xgr.TokenizerInfo(list("0123456789"), xgr.VocabType.RAW)
+    compiler = xgr.GrammarCompiler(info, cache_enabled=False)
+    numbers = ["0", "30", "60", "7", "31", "45", "1230", "99990", "123456789", "0030"]
+    limit = 48 << 10
+    lib.xg2_rule_cache_set_limit(limit)
+    try:
+        assert lib.xg2_rule_cache_bytes() <= limit  # setting the limit evicts at once
+        held = []
+        for rnd in range(2):  # the second round meets evicted and cached automata alike
+            for m in range(3, 40):
+                order = [f"r{i}" for i in range(m)]
+                random.Random(m).shuffle(order)
+                compiled = compiler.compile_grammar(_mod_grammar(m, order))
+                for s in numbers:
+                    assert _accepts(compiled, s) == (int(s) % m == 0), (rnd, m, s)
+                held.append(lib.xg2_rule_cache_bytes())
+                assert held[-1] <= limit
+        assert max(held) > limit // 2  # it did fill up, so the grammars forced evictions
+    finally:
+        lib.xg2_rule_cache_set_limit(32 << 20)
