@@ -25,7 +25,17 @@ static struct {
     size_t limit;
 } cache = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0, NULL, NULL, XG2_DFA_CACHE_BYTES};
 
-static void entry_free(dfa_entry *e);
+static size_t dfa_bytes(const xg2_dfa *d) {
+    uint32_t nb = d->n ? d->boff[d->n] : 0, nr = d->n ? d->roff[d->n] : 0;
+    return sizeof(uint32_t) * 3 * ((size_t)d->n + 1) + sizeof(xg2_brange) * nb + sizeof(xg2_redge) * nr + d->n +
+           sizeof(xg2_loop_info) * d->n_loops;
+}
+
+static void entry_free(dfa_entry *e) {
+    xg2__free(e->key);
+    xg2__dfa_free(&e->dfa);
+    xg2__free(e);
+}
 
 static void unlink_recent(dfa_entry *e) {
     if (e->newer) e->newer->older = e->older;
@@ -53,18 +63,6 @@ static void evict_oldest_locked(void) {
     cache.n--;
     cache.bytes -= e->bytes;
     entry_free(e);
-}
-
-static size_t dfa_bytes(const xg2_dfa *d) {
-    uint32_t nb = d->n ? d->boff[d->n] : 0, nr = d->n ? d->roff[d->n] : 0;
-    return sizeof(uint32_t) * 3 * ((size_t)d->n + 1) + sizeof(xg2_brange) * nb + sizeof(xg2_redge) * nr + d->n +
-           sizeof(xg2_loop_info) * d->n_loops;
-}
-
-static void entry_free(dfa_entry *e) {
-    xg2__free(e->key);
-    xg2__dfa_free(&e->dfa);
-    xg2__free(e);
 }
 
 int xg2__dfa_cache_find(const uint32_t *key, uint32_t n_key, uint64_t h, xg2_dfa *out) {

@@ -9,11 +9,11 @@
  * Rule references are numbered by first appearance in the key and in the
  * cached DFA, and renamed to the caller's rules on a hit.
  *
- * Bounded: past its limit (XG2_DFA_CACHE_BYTES unless set) the least recently used DFAs are dropped
- * (the ones every JSON Schema grammar uses stay; emptying the whole cache, as
- * it once did, made each schema after that rebuild them); a DFA over
- * XG2_DFA_CACHE_ENTRY_BYTES is not kept (the rules that recur across grammars
- * are small; a big one is one schema's own).
+ * Bounded: past its limit (XG2_DFA_CACHE_BYTES unless set) the least recently
+ * used DFAs are dropped (the ones every JSON Schema grammar uses stay;
+ * emptying the whole cache, as it once did, made each schema after that
+ * rebuild them); a DFA over XG2_DFA_CACHE_ENTRY_BYTES is not kept (the rules
+ * that recur across grammars are small; a big one is one schema's own).
  * Thread-safe (one mutex; lookups copy the DFA out).
  */
 #ifndef XG2_DFACACHE_H

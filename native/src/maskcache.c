@@ -726,6 +726,14 @@ static inline uint64_t far_head_groups(const walker *w, uint32_t s, uint32_t loo
     return max < 0 || (uint32_t)max - n >= w->far ? g->head_groups[s] : 0;
 }
 
+/* The bytes state s has a transition on (the children of a trie node a walk
+ * stepping from s may descend into; for root_ok and fan_ok). */
+static void step_bytes(const xg2_grammar *g, uint32_t s, xg2_byteset *out) {
+    memset(out, 0, sizeof *out);
+    for (unsigned c = 0; c < 256; c++)
+        if (xg2__step(g, s, (uint8_t)c) != XG2_NONE) byteset_add(out, c);
+}
+
 /* The walk in plain DFA mode (no parser, no nesting), node by node for as long
  * as each step lands in a pure state (tail calls followed) -- most of a dense
  * walk -- with less bookkeeping than walk() below.  Returns the first node
@@ -743,11 +751,12 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
         const xg2_trie_node *nd = &nodes[i];
         uint32_t d = nd->depth;
         uint8_t c = nd->byte;
-        if (d == 1) w->fan_known = 0;
-        if (d == 1 && w->root_skip && !byteset_has(&w->root_ok, c)) {
-            uint32_t b = byteset_next(&w->root_ok, c + 1u);
-            i = t->root_next[b];
-            continue;
+        if (d == 1) {
+            w->fan_known = 0;
+            if (w->root_skip && !byteset_has(&w->root_ok, c)) {
+                i = t->root_next[byteset_next(&w->root_ok, c + 1u)];
+                continue;
+            }
         }
         uint32_t q = qs[d - 1], n = 0;
         const xg2_state *sq = &states[q];
@@ -778,10 +787,7 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
                 if (!w->fan_known) {
                     w->fan_known = 1;
                     w->fan_skip = !cand[1] && !(cand_from <= 2 && comp[1]);
-                    memset(&w->fan_ok, 0, sizeof w->fan_ok);
-                    const uint8_t *cm = cmaps + sq->cls;
-                    for (unsigned b = 0; b < 256; b++)
-                        if (trans[sq->row + cm[b]] != XG2_NONE) byteset_add(&w->fan_ok, b);
+                    step_bytes(g, q, &w->fan_ok);
                 }
                 if (w->fan_skip) i = t->fan[t->fan_off[w->path[1]] + byteset_next(&w->fan_ok, c + 1u)];
             }
@@ -816,13 +822,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
     w->root_skip = w->earley_from == UINT32_MAX && w->set_from == UINT32_MAX && w->nest_from == UINT32_MAX &&
                    w->nest_base == XG2_NONE && !w->cand[0] && !(w->cand_from <= 1 && w->comp[0]) &&
                    !(g->states[w->qs[0]].flags & SF_REPEAT);
-    if (w->root_skip) {
-        const xg2_state *s0 = &g->states[w->qs[0]];
-        const uint8_t *cm = g->classmaps + s0->cls;
-        memset(&w->root_ok, 0, sizeof w->root_ok);
-        for (unsigned c = 0; c < 256; c++)
-            if (g->trans[s0->row + cm[c]] != XG2_NONE) byteset_add(&w->root_ok, c);
-    }
+    if (w->root_skip) step_bytes(g, w->qs[0], &w->root_ok);
     for (uint32_t i = 1; i < t->n_nodes;) {
         /* A parser, nested walk or set ends where the walk is back above the
          * depth it began at: from there on the nodes are plain DFA steps again,

@@ -156,6 +156,16 @@ static void sort_entries(const xg2_vocab *v, trie_entry *a, trie_entry *tmp, uin
     memcpy(a, tmp, sizeof(trie_entry) * n);
 }
 
+/* out[b], b <= 256: the first child of node p whose byte is b or above, else
+ * the end of p's subtree. */
+static void child_table(const xg2_trie *t, uint32_t p, uint32_t *out) {
+    uint32_t end = p + t->nodes[p].subtree, ch = p + 1;
+    for (uint32_t b = 0; b <= 256; b++) {
+        while (ch < end && t->nodes[ch].byte < b) ch += t->nodes[ch].subtree;
+        out[b] = ch;
+    }
+}
+
 /* Build nodes[] over the entries' bytes (each token's bytes after `skip`).
  * Sorted entries make appending nodes a depth-first order; a node's subtree
  * closes when a later entry no longer shares its prefix.  Consumes `ents`. */
@@ -214,28 +224,20 @@ static int build_entries(const xg2_vocab *v, trie_entry *ents, uint32_t n, xg2_t
         nd->tok_begin = next;
         nd->tok_end = after;
     }
-    for (uint32_t ch = 1, b = 0; b <= 256; b++) {
-        while (ch < nn && t->nodes[ch].byte < b) ch += t->nodes[ch].subtree;
-        t->root_next[b] = b < 256 ? ch : nn;
-    }
+    /* Jump tables: of the root's children, and of each child of the root with
+     * at least XG2_FAN_MIN children of its own. */
+    child_table(t, 0, t->root_next);
     uint32_t n_fan = 0;
+    for (uint32_t b = 0; b < 256; b++) t->fan_off[b] = UINT32_MAX;
     for (uint32_t r = 1; r < nn; r += t->nodes[r].subtree) {
         uint32_t kids = 0;
         for (uint32_t ch = r + 1; ch < r + t->nodes[r].subtree; ch += t->nodes[ch].subtree) kids++;
-        t->fan_off[t->nodes[r].byte] = kids >= XG2_FAN_MIN ? 257 * n_fan++ : UINT32_MAX;
+        if (kids >= XG2_FAN_MIN) t->fan_off[t->nodes[r].byte] = 257 * n_fan++;
     }
-    for (uint32_t b = 0; b < 256; b++)
-        if (t->root_next[b] == nn || t->nodes[t->root_next[b]].byte != b) t->fan_off[b] = UINT32_MAX;
     t->fan = xg2__malloc(sizeof(uint32_t) * 257 * (n_fan ? n_fan : 1));
     if (!t->fan) { rc = XG2_NOMEM(); goto out; }
-    for (uint32_t r = 1; r < nn; r += t->nodes[r].subtree) {
-        uint32_t off = t->fan_off[t->nodes[r].byte], end = r + t->nodes[r].subtree;
-        if (off == UINT32_MAX) continue;
-        for (uint32_t ch = r + 1, b = 0; b <= 256; b++) {
-            while (ch < end && t->nodes[ch].byte < b) ch += t->nodes[ch].subtree;
-            t->fan[off + b] = b < 256 ? ch : end;
-        }
-    }
+    for (uint32_t r = 1; r < nn; r += t->nodes[r].subtree)
+        if (t->fan_off[t->nodes[r].byte] != UINT32_MAX) child_table(t, r, t->fan + t->fan_off[t->nodes[r].byte]);
     /* Byte groups below each node, children first (they follow their parent). */
     t->below = xg2__calloc(nn, sizeof(uint64_t));
     if (!t->below) { rc = XG2_NOMEM(); goto out; }
