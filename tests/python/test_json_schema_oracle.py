@@ -361,6 +361,14 @@ def test_precompute_stops_at_its_time_budget(deepseek):
     assert background.compile_json_schema(schema, any_whitespace=False).precompute_future.result(timeout=120) > 0
 
 
+
+def _accepts_then_undoes(matcher, token) -> bool:
+    """Whether the matcher accepts the token; if it does, the step is rolled back."""
+    if not matcher.accept_token(token):
+        return False
+    matcher.rollback(1)
+    return True
+
 def check_instance(vocab, schema, inst, seed, name, compiler=None):
     """At every step of json.dumps(inst): allowed tokens are accepted, a sample of the
     others rejected, the stop token allowed exactly when complete (per jsonschema)."""
@@ -385,7 +393,7 @@ def check_instance(vocab, schema, inst, seed, name, compiler=None):
         assert bits[t], f"{where}: the instance's next token {vocab.token_bytes[t]!r} is masked"
         allowed = np.flatnonzero(bits)
         f = m.fork()
-        bad = [x for x in allowed.tolist() if not (f.accept_token(x) and (f.rollback(1) or True))]
+        bad = [x for x in allowed.tolist() if not _accepts_then_undoes(f, x)]
         assert not bad, f"{where}: allowed tokens rejected: {[vocab.token_bytes[x] for x in bad[:5]]}"
         disallowed = np.flatnonzero(bits == 0)
         sample = rng.choice(disallowed, size=min(N_DISALLOWED, len(disallowed)), replace=False)
