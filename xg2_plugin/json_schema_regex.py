@@ -765,6 +765,7 @@ class DFA:
         self.trans = trans
         self.accept = accept
         self.trimmed = trimmed  # trim() would return it unchanged
+        self.settled = False  # minimized() would return it unchanged
 
     # -- construction --
     @staticmethod
@@ -858,6 +859,13 @@ class DFA:
         over the atoms of the labels' boundaries, a numpy round per step of the
         longest distinguishing suffix: products with length bounds (a pattern with
         ``minLength``) shrink several-fold, and so does every rule emitted from them."""
+        if self.settled:  # (a cached pattern's DFA is minimized once, then emitted)
+            return self
+        d = self._minimized()
+        d.settled = True
+        return d
+
+    def _minimized(self) -> "DFA":
         d = self.trim()
         n = len(d.trans)
         if n <= 1:
@@ -988,8 +996,9 @@ class DFA:
 
     # -- output --
     def emit_rules(self, prefix: str, add_rule) -> str:
-        """Add one rule per state via ``add_rule(name, body)``; return the start rule's
-        name.  An empty language returns None."""
+        """Add one rule per state via ``add_rule(name, body, names)`` (``names``: the
+        rule names the body uses -- labels are literals, so only the targets); return
+        the start rule's name.  An empty language returns None."""
         d = self.minimized()
         if not d.accept[0] and not d.trans[0]:
             return None
@@ -998,7 +1007,7 @@ class DFA:
             alts = [f"{encode_set(cs)} {names[t]}" for cs, t in row]
             if d.accept[i]:
                 alts.append('""')
-            add_rule(names[i], " | ".join(alts))
+            add_rule(names[i], " | ".join(alts), tuple(dict.fromkeys(names[t] for _, t in row)))
         return names[0]
 
 
