@@ -60,3 +60,44 @@ def test_minimized_shrinks_searched_pattern_products():
     assert len(product.minimized().trans) * 2 < len(product.trans)
     # the classic blow-up is minimal already: 2^4 states
     assert len(_dfa(r"^(a|b)*a(a|b){3}$", 0, None).minimized().trans) == 16
+
+
+def _emitted_grammar(dfa):
+    import xg2_plugin as xgr
+
+    rules = {}
+    start = dfa.emit_rules("k", lambda name, body, names=None: rules.setdefault(name, body))
+    ebnf = f"root ::= {start}\n" + "".join(f"{n} ::= {b}\n" for n, b in rules.items())
+    info = xgr.TokenizerInfo([chr(c) for c in range(32, 127)], xgr.VocabType.RAW)
+    return rules, xgr.GrammarCompiler(info, cache_enabled=False).compile_grammar(ebnf)
+
+
+def _grammar_accepts(compiled, s):
+    import json
+
+    import xg2_plugin as xgr
+
+    m = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
+    return m.accept_string(json.dumps(s)[1:-1]) and m.is_completed()
+
+
+@pytest.mark.parametrize("pattern,alphabet", [
+    (r"^[a-z0-9_-]{0,40}$", "ab_-X!é"),  # a key pattern's complement: the counter is a chain
+    (r"^[ab]{5,60}$", "abc"),
+])
+def test_uniform_chains_are_emitted_as_counted_repetitions(pattern, alphabet):
+    # The complement of a bounded run of one class is a chain of ~40-60 states that
+    # differ only in the count; emitted one rule per state it cost the core (and the
+    # front-end) ~100x the text.  Written back as S{0,m-1} (others) | S{m} exit, the
+    # grammar must accept exactly what the automaton does.
+    dfa = R.DFA.from_ir(R.parse_pattern(pattern)).complement().minimized()
+    assert len(dfa.trans) > 40
+    rules, compiled = _emitted_grammar(dfa)
+    assert len(rules) * 5 < len(dfa.trans), list(rules)
+    rng = random.Random(7)
+    py = re.compile(pattern)
+    samples = _strings(alphabet, rng, 300) + ["a" * k for k in (0, 4, 5, 39, 40, 41, 60, 61, 70)]
+    for s in samples:
+        want = py.search(s) is None
+        assert dfa.accepts(s) == want, s
+        assert _grammar_accepts(compiled, s) == want, s
