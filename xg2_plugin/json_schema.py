@@ -87,6 +87,7 @@ from urllib.parse import unquote, urldefrag, urljoin
 
 from ._errors import GrammarError, InvalidArgumentError
 from . import json_schema_formats as F
+from . import json_schema_fragments as FR
 from . import json_schema_regex as R
 
 __all__ = ["json_schema_to_ebnf"]
@@ -319,6 +320,12 @@ class _Converter:
         self.dynamic_count: Dict[str, int] = {}
         self.indexed = False  # resources, anchors and bases: walked on the first reference
         self.any_rule_names: Dict[int, str] = {}
+        # local $ref targets shared with other documents (json_schema_fragments)
+        self.ref_of: Dict[int, str] = {}  # id(target) -> the $ref that reached it first
+        self.target_keys = None  # FR.TargetKeys, or False where pointers alone do not say
+        self.fragment_names: Dict[Any, str] = {}  # memo key -> its rule here
+        self.fragment_of_name: Dict[str, Tuple[Any, str]] = {}  # that rule -> (key, $ref)
+        self.alt_frames: List[list] = []
 
     # ------------------------------------------------------------------ errors
     def fail(self, keyword: str, path: str, why: str = "") -> None:
@@ -484,6 +491,8 @@ class _Converter:
             ptr = _ptr_join(ptr, tok)
         if isinstance(node, dict):
             self.base_of.setdefault(id(node), self.base_of.get(id(holder), _DEFAULT_BASE))
+            if isinstance(ref, str) and ref.startswith("#/"):
+                self.ref_of.setdefault(id(node), ref)
         return node, ptr
 
     # ------------------------------------------------------------------ parts
@@ -606,20 +615,134 @@ class _Converter:
         if key in self.rule_cache:
             return self.rule_cache[key]
         if self.needs_rule(parts):
-            name = self.new_name(hint)
-            self.rule_cache[key] = name
-            self.in_progress.add(key)
-            body = self.value_body(parts, d, hint=name)
-            self.in_progress.discard(key)
-            if body is None:
-                # matches nothing: rules that referenced it recursively are dropped
-                # as unreachable in convert()
-                self.rule_cache[key] = None
-                self.empty_rules.add(name)
-                return None
-            self.add_rule(name, body)
-            return name
+            target = self.fragment_target(parts, d)
+            if target is not None:
+                return self.fragment_value(target, key, parts, d, hint)
+            return self.value_rule(key, parts, d, hint)
         return self.value_body(parts, d, hint)
+
+    def value_rule(self, key, parts, d: int, hint: str) -> Optional[str]:
+        """The rule of a value that needs one (cached by ``key``), or None."""
+        name = self.new_name(hint)
+        self.rule_cache[key] = name
+        self.in_progress.add(key)
+        body = self.value_body(parts, d, hint=name)
+        self.in_progress.discard(key)
+        if body is None:
+            # matches nothing: rules that referenced it recursively are dropped
+            # as unreachable in convert()
+            self.rule_cache[key] = None
+            self.empty_rules.add(name)
+            return None
+        self.add_rule(name, body)
+        return name
+
+    # ------------------------------------------------------------------ shared targets
+    def fragment_target(self, parts, d: int) -> Optional[Tuple[Any, str]]:
+        """(memo key, $ref) when these parts are one local $ref target as itself
+        (see json_schema_fragments), else None."""
+        if self.lenient or self.layout.depth_key(d) >= 0:
+            return None  # (lenient warnings name paths; indented layouts depend on depth)
+        live = [p for p in parts if not _inert(p[0], p[2])]
+        if len(live) != 1 or any(isinstance(k, str) for k in live[0][2]):
+            return None
+        ref = self.ref_of.get(id(live[0][0]))
+        if ref is None:
+            return None
+        if self.target_keys is None:
+            self.ensure_index()
+            if len(self.resources) != 1 or self.anchors or self.dynamic_count:
+                self.target_keys = False  # base URIs or anchors: pointers alone do not say
+            else:
+                lay = self.layout
+                self.target_keys = FR.TargetKeys(self.root, (
+                    lay.any_ws, lay.indent, lay.item_sep, lay.key_sep, lay.ws, self.strict,
+                    self.any_order, self.integer_kind))
+        if self.target_keys is False:
+            return None
+        key = self.target_keys.key(ref)
+        return None if key is None else (key, ref)
+
+    def fragment_value(self, target, key, parts, d: int, hint: str) -> Optional[str]:
+        """A $ref target's rule: this document's, the memo's, or converted (then
+        kept in the memo when what it reaches is complete)."""
+        fkey, ref = target
+        name = self.fragment_names.get(fkey)
+        if name is not None:
+            self.rule_cache[key] = name
+            return name
+        frame = [self.alt_count, 0]  # alternatives counted here / by targets inside
+        self.alt_frames.append(frame)
+        try:
+            name = self.replay(fkey, ref, d)
+            if name is not None:
+                self.rule_cache[key] = name
+            else:
+                name = self.value_rule(key, parts, d, hint)
+                if name is not None:
+                    self.remember(fkey, ref, name, self.alt_count - frame[0] - frame[1])
+        finally:
+            self.alt_frames.pop()
+            if self.alt_frames:
+                self.alt_frames[-1][1] += self.alt_count - frame[0]
+        return name
+
+    def replay(self, fkey, ref: str, d: int) -> Optional[str]:
+        """Add a memoized target's rules (after the targets it uses); None, adding
+        none of its own, where a name here already means something else."""
+        frag = FR.lookup(fkey)
+        if frag is None:
+            return None
+        for dkey, dname, dref in frag.deps:
+            have = self.fragment_names.get(dkey)
+            if have is None:
+                node = self.target_keys.node(dref)
+                if not isinstance(node, dict):
+                    return None
+                self.ref_of.setdefault(id(node), dref)
+                have = self.value([(node, dref[1:], frozenset())], d, dname)
+            if have != dname:
+                return None
+        for n, body, _ in frag.rules:
+            have = self.rules.get(n)
+            if (have is None and n in self.used_names) or (have is not None and have != body):
+                return None
+        for n, body, names in frag.rules:
+            if n not in self.rules:
+                self.add_rule(n, body, names)
+        self.alt_count += frag.alts
+        if self.alt_count > _MAX_ALTERNATIVES:
+            raise GrammarError(f'schema too large: more than {_MAX_ALTERNATIVES} alternatives (at "$ref" {ref})')
+        self.fragment_names[fkey] = frag.name
+        self.fragment_of_name[frag.name] = (fkey, ref)
+        return frag.name
+
+    def remember(self, fkey, ref: str, name: str, alts: int) -> None:
+        """Memoize a converted target: the rules it reaches up to other targets,
+        unless one is unfinished (a cycle back to a rule in progress) or empty."""
+        rules, deps = [], {}
+        seen, todo, chars = {name}, [name], 0
+        while todo:
+            n = todo.pop()
+            if n != name and n in self.fragment_of_name:
+                dkey, dref = self.fragment_of_name[n]
+                deps[dkey] = (dkey, n, dref)
+                continue
+            body = self.rules.get(n)
+            if body is None:
+                if n in self.used_names or n in self.empty_rules:
+                    return  # in progress or empty: not complete
+                continue  # a builtin (StringExcept)
+            names = self.rule_names.get(n)
+            rules.append((n, body, names))
+            chars += len(n) + len(body)
+            for m in names if names is not None else _rule_refs(body):
+                if m not in seen:
+                    seen.add(m)
+                    todo.append(m)
+        FR.store(fkey, FR.Fragment(name, tuple(rules), tuple(deps.values()), alts, chars))
+        self.fragment_names[fkey] = name
+        self.fragment_of_name[name] = (fkey, ref)
 
     empty_rules: set
 

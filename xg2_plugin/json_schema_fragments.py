@@ -1,0 +1,145 @@
+"""Converted ``$ref`` targets, shared across schemas.
+
+Requests often repeat definitions (the same Kubernetes objects, the same tool
+parameter types) inside documents that differ elsewhere.  The front-end keeps,
+process-wide, what converting a local ``$ref`` target produced -- its rule, every
+rule it reaches, and the other targets it uses -- keyed by the target's content,
+the content of every target it reaches (by pointer), and the conversion options.
+A later document whose target has the same key gets those rules back instead of
+converting them again (JsonSchemaConverter.fragment_value).
+
+A key is exact only where a target's meaning is its text: local ``#/...``
+pointers, no ``$id``/anchors (base URIs) and no dynamic references or
+``unevaluated*`` (which depend on where a schema is used); anything else is
+converted every time.  The memo is bounded (LRU, by characters of rule text).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections import OrderedDict
+from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Tuple
+from urllib.parse import unquote
+
+# Characters of rule text the memo holds before it drops the least recently used.
+LIMIT_CHARS = 16 << 20
+
+# Whose meaning depends on more than the target's text (scopes, base URIs, where
+# it is applied): a target whose text mentions one is never memoized.
+_CONTEXTUAL = ('"$id"', '"$anchor"', '"$dynamicAnchor"', '"$dynamicRef"', '"$recursiveRef"',
+               '"$recursiveAnchor"', '"unevaluatedProperties"', '"unevaluatedItems"')
+_REF = re.compile(r'"\$ref": "([^"\\]*)"')
+
+
+class Fragment(NamedTuple):
+    name: str  # the target's rule
+    rules: Tuple[Tuple[str, str, Optional[Tuple[str, ...]]], ...]  # (name, body, names it uses)
+    deps: Tuple[Tuple[Any, str, str], ...]  # other targets used: (key, rule name, $ref)
+    alts: int  # alternatives its own conversion counted (the converter's size limit)
+    chars: int
+
+
+_FRAGMENT_CACHE: "OrderedDict[Any, Fragment]" = OrderedDict()
+_lock = threading.Lock()
+_chars = 0
+
+
+def lookup(key) -> Optional[Fragment]:
+    with _lock:
+        frag = _FRAGMENT_CACHE.get(key)
+        if frag is not None:
+            _FRAGMENT_CACHE.move_to_end(key)
+        return frag
+
+
+def store(key, frag: Fragment) -> None:
+    global _chars
+    if frag.chars > LIMIT_CHARS // 4:
+        return
+    with _lock:
+        old = _FRAGMENT_CACHE.pop(key, None)
+        if old is not None:
+            _chars -= old.chars
+        if len(_FRAGMENT_CACHE) == 0:
+            _chars = 0  # (cleared from outside: the benchmark's cold runs)
+        _FRAGMENT_CACHE[key] = frag
+        _chars += frag.chars
+        while _chars > LIMIT_CHARS and _FRAGMENT_CACHE:
+            _, dropped = _FRAGMENT_CACHE.popitem(last=False)
+            _chars -= dropped.chars
+
+
+def memo_chars() -> int:
+    with _lock:
+        return _chars if _FRAGMENT_CACHE else 0
+
+
+class TargetKeys:
+    """Content keys of one document's ``#/...`` targets."""
+
+    def __init__(self, root: Any, options: Tuple) -> None:
+        self.root = root
+        self.options = options
+        self._digest: Dict[str, Optional[Tuple[str, Tuple[str, ...]]]] = {}
+        self._keys: Dict[str, Any] = {}
+
+    def node(self, ref: str) -> Any:
+        """The node a ``#/...`` pointer names, or None."""
+        if not ref.startswith("#/"):
+            return None
+        node = self.root
+        for tok in ref[2:].split("/"):
+            tok = unquote(tok).replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and tok in node:
+                node = node[tok]
+            elif isinstance(node, list) and tok.isdigit() and int(tok) < len(node):
+                node = node[int(tok)]
+            else:
+                return None
+        return node
+
+    def _text(self, ref: str) -> Optional[Tuple[str, Tuple[str, ...]]]:
+        """(digest of the target's canonical text, the pointers it uses), or None
+        where it cannot be keyed."""
+        if ref in self._digest:
+            return self._digest[ref]
+        out = None
+        node = self.node(ref)
+        if isinstance(node, dict):
+            try:
+                text = json.dumps(node, sort_keys=True, ensure_ascii=False)
+            except (TypeError, ValueError):  # a non-JSON value (a Python schema)
+                text = None
+            if text is not None and not any(c in text for c in _CONTEXTUAL):
+                refs = _REF.findall(text)
+                # every "$ref" a local pointer the pattern read whole
+                if text.count('"$ref"') == len(refs) and all(r.startswith("#/") for r in refs):
+                    out = (hashlib.blake2b(text.encode(), digest_size=16).hexdigest(), tuple(set(refs)))
+        self._digest[ref] = out
+        return out
+
+    def key(self, ref: str) -> Any:
+        """The memo key of target ``ref``: the options, its digest and the digest
+        of every target it reaches, by pointer; None where it has none."""
+        if ref in self._keys:
+            return self._keys[ref]
+        seen: Dict[str, str] = {}
+        todo: List[str] = [ref]
+        key = None
+        while todo:
+            r = todo.pop()
+            if r in seen:
+                continue
+            t = self._text(r)
+            if t is None:
+                break
+            seen[r] = t[0]
+            todo.extend(t[1])
+        else:
+            closure: FrozenSet[Tuple[str, str]] = frozenset(seen.items())
+            key = (self.options, seen[ref], closure)
+        self._keys[ref] = key
+        return key
