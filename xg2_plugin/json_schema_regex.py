@@ -755,8 +755,6 @@ MAX_DFA_STATES = 4000
 # Refinement rounds minimized() runs (one per character of the longest suffix
 # that tells two states apart) before it leaves a DFA unminimized.
 MINIMIZE_ROUNDS = 64
-# Shortest uniform chain of states emit_rules writes as a counted repetition.
-CHAIN_MIN = 8
 
 
 class DFA:
@@ -1005,79 +1003,12 @@ class DFA:
         if not d.accept[0] and not d.trans[0]:
             return None
         names = [f"{prefix}-s{i}" for i in range(len(d.trans))]
-        chains = d._chains()
-        absorbed = {c for chain, _, _ in chains.values() for c in chain[1:]}
         for i, row in enumerate(d.trans):
-            if i in absorbed:
-                continue
-            if i in chains:
-                body, used = d._chain_body(*chains[i], names)
-            else:
-                alts = [f"{encode_set(cs)} {names[t]}" for cs, t in row]
-                if d.accept[i]:
-                    alts.append('""')
-                body, used = " | ".join(alts), [names[t] for _, t in row]
-            add_rule(names[i], body, tuple(dict.fromkeys(used)))
+            alts = [f"{encode_set(cs)} {names[t]}" for cs, t in row]
+            if d.accept[i]:
+                alts.append('""')
+            add_rule(names[i], " | ".join(alts), tuple(dict.fromkeys(names[t] for _, t in row)))
         return names[0]
-
-    def _links(self, s: int, indeg: List[int]):
-        """(set, t, others) when ``s`` may run into ``t`` as the next link of a chain:
-        ``t`` is entered only from ``s``, and both states have the same acceptance and
-        the same other edges (``t`` minus its own edge on that set)."""
-        row = self.trans[s]
-        for cs, t in row:
-            if t == s or t == 0 or indeg[t] != 1 or self.accept[t] != self.accept[s]:
-                continue
-            others = sorted((c, u) for c, u in row if u != t)
-            nxt = sorted((c, u) for c, u in self.trans[t] if c != cs)
-            if others == nxt and len(nxt) >= len(self.trans[t]) - 1:
-                return cs, t, others
-        return None
-
-    def _chains(self) -> Dict[int, Tuple[List[int], CS, list]]:
-        """Uniform chains of at least CHAIN_MIN states, by first state, with their
-        set and other edges: states
-        c0 -S-> c1 -S-> ... each entered only from the one before, with the same
-        acceptance and other edges -- a counter written out as states (the
-        complement of ``^[a-z]{0,250}$``, say), which emit_rules writes back as
-        counted repetitions for the core's repetition compression."""
-        n = len(self.trans)
-        indeg = [0] * n
-        for row in self.trans:
-            for _, t in row:
-                indeg[t] += 1
-        link = {}
-        for s in range(n):
-            x = self._links(s, indeg)
-            if x is not None:
-                link[s] = x
-        targets = {t for _, t, _ in link.values()}
-        chains = {}
-        for s in link:
-            if s in targets:
-                continue  # not a chain's first state (a cycle of links has none: left alone)
-            chain, cs = [s], link[s][0]
-            while chain[-1] in link and link[chain[-1]][0] == cs and link[chain[-1]][1] not in chain:
-                chain.append(link[chain[-1]][1])
-            if len(chain) >= CHAIN_MIN:
-                chains[s] = (chain, cs, link[s][2])
-        return chains
-
-    def _chain_body(self, chain: List[int], cs: CS, others: list, names: List[str]) -> Tuple[str, List[str]]:
-        """The first state's language: S{0,m-1} (others | "") | S{m} exit."""
-        unit = f"({encode_set(cs)})"
-        m = len(chain)
-        alts = [f"{encode_set(c)} {names[t]}" for c, t in others]
-        if self.accept[chain[0]]:
-            alts.append('""')
-        parts = []
-        if alts:
-            parts.append(f"{unit}{{0,{m - 1}}} ({' | '.join(alts)})")
-        last = [t for c, t in self.trans[chain[-1]] if c == cs]
-        if last:
-            parts.append(f"{unit}{{{m}}} {names[last[0]]}")
-        used = [names[t] for _, t in others] + [names[t] for t in last]
-        return " | ".join(parts), used
 
 
 @lru_cache(maxsize=128)
