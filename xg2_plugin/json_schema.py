@@ -326,6 +326,7 @@ class _Converter:
         self.fragment_names: Dict[Any, str] = {}  # memo key -> its rule here
         self.fragment_of_name: Dict[str, Tuple[Any, str]] = {}  # that rule -> (key, $ref)
         self.alt_frames: List[list] = []
+        self.pointers: Dict[Tuple[str, str], Tuple[Any, str]] = {}  # (document, fragment) -> (node, path)
 
     # ------------------------------------------------------------------ errors
     def fail(self, keyword: str, path: str, why: str = "") -> None:
@@ -479,6 +480,21 @@ class _Converter:
         if not frag.startswith("/"):
             self.fail("$ref", path, f"unknown anchor in {ref!r}")
             return True, path
+        hit = self.pointers.get((doc, frag))
+        if hit is not None:  # (a document repeats its refs: walk each pointer once)
+            node, ptr = hit
+        else:
+            node, ptr = self.walk_pointer(node, ptr, frag, ref, path)
+            if node is True:
+                return node, ptr
+            self.pointers[(doc, frag)] = (node, ptr)
+        if isinstance(node, dict):
+            self.base_of.setdefault(id(node), self.base_of.get(id(holder), _DEFAULT_BASE))
+            if isinstance(ref, str) and ref.startswith("#/"):
+                self.ref_of.setdefault(id(node), ref)
+        return node, ptr
+
+    def walk_pointer(self, node, ptr: str, frag: str, ref: str, path: str) -> Tuple[Any, str]:
         for tok in frag.split("/")[1:]:
             tok = unquote(tok).replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and tok in node:
@@ -489,10 +505,6 @@ class _Converter:
                 self.fail("$ref", path, f"cannot resolve {ref!r}")
                 return True, path
             ptr = _ptr_join(ptr, tok)
-        if isinstance(node, dict):
-            self.base_of.setdefault(id(node), self.base_of.get(id(holder), _DEFAULT_BASE))
-            if isinstance(ref, str) and ref.startswith("#/"):
-                self.ref_of.setdefault(id(node), ref)
         return node, ptr
 
     # ------------------------------------------------------------------ parts
@@ -734,9 +746,11 @@ class _Converter:
                     return  # in progress or empty: not complete
                 continue  # a builtin (StringExcept)
             names = self.rule_names.get(n)
+            if names is None:  # (read once: convert() and later replays reuse them)
+                names = self.rule_names[n] = _rule_refs(body)
             rules.append((n, body, names))
             chars += len(n) + len(body)
-            for m in names if names is not None else _rule_refs(body):
+            for m in names:
                 if m not in seen:
                     seen.add(m)
                     todo.append(m)
