@@ -1248,9 +1248,13 @@ static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
             continue;
         }
         /* Refinement inside the cycle; its classes are new global classes. */
-        uint32_t count = 0;
-        if (!r.elems && (rc = refiner_init(&r, d, comp))) goto out;
-        if ((rc = refine(&x, &r, local, mem, m, &count, &loc, &sig))) goto out;
+        uint32_t count = 1;
+        if (m == 1) { /* one state on a self edge (JSON's whitespace): its own class, as refine() finds */
+            local[mem[0]] = 0;
+        } else {
+            if (!r.elems && (rc = refiner_init(&r, d, comp))) goto out;
+            if ((rc = refine(&x, &r, local, mem, m, &count, &loc, &sig))) goto out;
+        }
         /* Global ids: reserve fresh ones in the global table by a unique signature. */
         for (uint32_t i = 0; i < m; i++) {
             uint32_t s = mem[i];
