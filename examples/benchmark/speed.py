@@ -21,8 +21,8 @@ What "cold" means, per engine (all reuse their tokenizer set-up, which is done o
   token masks live in the tokenizer's process-wide pool, shared across grammars by
   structural hash as a server would share them, cold at the start of the run.  The
   front-end's process-wide memo tables (``functools.lru_cache`` of EBNF pieces for
-  number ranges, formats and character sets) are cleared too, unless
-  ``--keep-frontend-memo``.  ``--precompute-states N`` turns on the background
+  number ranges, formats and character sets; converted ``$ref`` targets) are cleared
+  too, unless ``--keep-frontend-memo``.  ``--precompute-states N`` turns on the background
   precompute of N states' masks after compile and waits for it, untimed, before
   the instances (what an engine overlaps with prefill); ``--precompute-ms P``
   bounds that work to P ms from its start (the prefill it hides under), and the
@@ -113,7 +113,8 @@ def clear_frontend_memo() -> int:
     """Clear the process-wide memo tables of our JSON Schema front-end (lru_caches and
     ``*_CACHE`` dicts); returns how many were cleared."""
     n = 0
-    for name in ("xg2_plugin.json_schema", "xg2_plugin.json_schema_formats", "xg2_plugin.json_schema_regex"):
+    for name in ("xg2_plugin.json_schema", "xg2_plugin.json_schema_formats", "xg2_plugin.json_schema_regex",
+                 "xg2_plugin.json_schema_fragments"):
         mod = sys.modules.get(name)
         for attr, value in vars(mod).items() if mod else ():
             if callable(getattr(value, "cache_clear", None)):
