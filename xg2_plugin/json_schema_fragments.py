@@ -102,15 +102,16 @@ class TargetKeys:
         return node
 
     def _text(self, ref: str) -> Optional[Tuple[str, Tuple[str, ...]]]:
-        """(digest of the target's canonical text, the pointers it uses), or None
-        where it cannot be keyed."""
+        """(digest of the target's text, the pointers it uses), or None where it
+        cannot be keyed."""
         if ref in self._digest:
             return self._digest[ref]
         out = None
         node = self.node(ref)
         if isinstance(node, dict):
             try:
-                text = json.dumps(node, sort_keys=True, ensure_ascii=False)
+                # key order kept: it is the order properties are generated in
+                text = json.dumps(node, ensure_ascii=False)
             except (TypeError, ValueError):  # a non-JSON value (a Python schema)
                 text = None
             if text is not None and not any(c in text for c in _CONTEXTUAL):

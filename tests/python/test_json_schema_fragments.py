@@ -79,6 +79,17 @@ def test_a_different_text_at_the_same_pointer_is_not_reused(changed):
     check(second, _instances(random.Random(1)) + [{"home": {"street": "a", "zip": 12345}}])
 
 
+def test_the_same_properties_in_another_order_are_another_target():
+    # Objects are generated in their schema's property order (any_order=False): a
+    # target listing the same properties in another order is not the same target.
+    period = {"type": "object", "properties": {"start": {"type": "string"}, "end": {"type": "string"}},
+              "additionalProperties": False}
+    ebnf(_doc({"p": {"$ref": "#/$defs/period"}}, {"period": period}))
+    swapped = dict(period, properties={"end": {"type": "string"}, "start": {"type": "string"}})
+    second = _doc({"p": {"$ref": "#/$defs/period"}}, {"period": swapped})
+    check(second, [{"p": {"end": "b", "start": "a"}}, {"p": {"end": "b"}}, {"p": {}}, {"p": {"x": 1}}])
+
+
 def test_recursive_definitions_round_trip():
     tree = {"type": "object", "properties": {"value": {"type": "integer"},
                                              "children": {"type": "array", "items": {"$ref": "#/$defs/tree"}}},
