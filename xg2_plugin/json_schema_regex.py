@@ -1027,6 +1027,7 @@ class _NFA:
     def __init__(self):
         self.eps: List[List[int]] = []
         self.edges: List[List[Tuple[CS, int]]] = []
+        self._own: Dict[int, frozenset] = {}  # closure() of one state, once built
 
     def new(self) -> int:
         self.eps.append([])
@@ -1080,8 +1081,20 @@ class _NFA:
             raise DFAError(f"unexpected node {t}")
 
     def closure(self, states) -> frozenset:
-        seen = set(states)
-        stack = list(states)
+        """The epsilon closure of ``states``: the union of each state's own, each
+        walked once (the subset construction asks for the same states many times)."""
+        own = self._own
+        out = set()
+        for s in states:
+            c = own.get(s)
+            if c is None:
+                c = own[s] = self._walk(s)
+            out |= c
+        return frozenset(out)
+
+    def _walk(self, start: int) -> frozenset:
+        seen = {start}
+        stack = [start]
         while stack:
             s = stack.pop()
             for t in self.eps[s]:
@@ -1116,14 +1129,21 @@ def _partition(labels: List[Tuple[CS, int]]):
     """Split overlapping labelled sets into disjoint pieces with their target sets."""
     if not labels:
         return []
-    bounds = sorted({x for cs, _ in labels for lo, hi in cs for x in (lo, hi + 1)})
+    by_set: Dict[CS, set] = {}  # (a subset's states mostly share a few labels)
+    for cs, t in labels:
+        ts = by_set.get(cs)
+        if ts is None:
+            by_set[cs] = {t}
+        else:
+            ts.add(t)
+    bounds = sorted({x for cs in by_set for lo, hi in cs for x in (lo, hi + 1)})
     pos = {x: i for i, x in enumerate(bounds)}
     # the pieces are the gaps between bounds: each range covers a run of them
     targets: List[set] = [set() for _ in range(len(bounds) - 1)]
-    for cs, t in labels:
+    for cs, ts in by_set.items():
         for lo, hi in cs:
             for i in range(pos[lo], pos[hi + 1]):
-                targets[i].add(t)
+                targets[i] |= ts
     groups: Dict[frozenset, List[Tuple[int, int]]] = {}
     for i, tg in enumerate(targets):
         if tg:
