@@ -1613,7 +1613,7 @@ class _Converter:
                 dd = R.cached_dfa(ir)
                 dfa = dd if dfa is None else dfa.intersect(dd)
             if min_len > 0 or max_len is not None:
-                lim = R.cached_dfa(R.n_rep(R.n_set(R.ALL), min_len, max_len))
+                lim = R.length_dfa(min_len, max_len)
                 dfa = lim if dfa is None else dfa.intersect(lim)
             for ir, kw, p in negs:
                 comp = R.cached_dfa(ir).complement()
@@ -1843,7 +1843,7 @@ class _Converter:
                     dd = R.words_dfa(declared).complement()
                     dfa = dd if dfa is None else dfa.intersect(dd)
                 if dfa is None:
-                    dfa = R.cached_dfa(R.n_rep(R.n_set(R.ALL), 0, None))
+                    dfa = R.length_dfa(0, None)
             except R.DFAError as e:
                 self.fail("patternProperties", pats[0][2] if pats else parts[0][1], str(e))
                 cases.append((R.JSON_STRING_LOOSE, vconj, None, False))
@@ -1882,9 +1882,9 @@ class _Converter:
                 elif k == "format":
                     continue
                 elif k == "minLength":
-                    dd = R.DFA.from_ir(R.n_rep(R.n_set(R.ALL), s[k], None))
+                    dd = R.length_dfa(s[k], None)
                 elif k == "maxLength":
-                    dd = R.DFA.from_ir(R.n_rep(R.n_set(R.ALL), 0, s[k]))
+                    dd = R.length_dfa(0, s[k])
                 elif k in ("enum", "const"):
                     vals = [s["const"]] if k == "const" else s["enum"]
                     dd = R.words_dfa([v for v in vals if isinstance(v, str)])

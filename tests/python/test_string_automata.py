@@ -60,3 +60,16 @@ def test_minimized_shrinks_searched_pattern_products():
     assert len(product.minimized().trans) * 2 < len(product.trans)
     # the classic blow-up is minimal already: 2^4 states
     assert len(_dfa(r"^(a|b)*a(a|b){3}$", 0, None).minimized().trans) == 16
+
+
+@pytest.mark.parametrize("lo,hi", [(0, None), (1, None), (35, None), (0, 0), (1, 1), (3, 10), (0, 64), (1, 100),
+                                   (64, 200), (1, 1024)])
+def test_length_dfa_is_the_chain_the_subset_construction_builds(lo, hi):
+    # Built directly, the automaton of "lo to hi characters" must be the one the
+    # generic construction gives (same states in the same order), only faster.
+    built = R.DFA.from_ir(R.n_rep(R.n_set(R.ALL), lo, hi)).minimized()
+    direct = R.length_dfa(lo, hi)
+    assert (direct.trans, direct.accept) == (built.trans, built.accept)
+    assert direct.minimized() is direct
+    for n in (0, lo, lo + 1, 2 * lo + 3) + (() if hi is None else (hi, hi + 1)):
+        assert direct.accepts("é" * n) == (n >= lo and (hi is None or n <= hi))
