@@ -83,7 +83,7 @@ from collections import Counter
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
-from urllib.parse import unquote, urldefrag, urljoin
+from urllib.parse import urldefrag, urljoin
 
 from ._errors import GrammarError, InvalidArgumentError
 from . import json_schema_formats as F
@@ -495,13 +495,9 @@ class _Converter:
         return node, ptr
 
     def walk_pointer(self, node, ptr: str, frag: str, ref: str, path: str) -> Tuple[Any, str]:
-        for tok in frag.split("/")[1:]:
-            tok = unquote(tok).replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and tok in node:
-                node = node[tok]
-            elif isinstance(node, list) and tok.isdigit() and int(tok) < len(node):
-                node = node[int(tok)]
-            else:
+        for raw in frag.split("/")[1:]:
+            node, tok = FR.pointer_child(node, raw)
+            if node is FR.MISSING:
                 self.fail("$ref", path, f"cannot resolve {ref!r}")
                 return True, path
             ptr = _ptr_join(ptr, tok)

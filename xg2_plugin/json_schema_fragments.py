@@ -34,6 +34,20 @@ _CONTEXTUAL = ('"$id"', '"$anchor"', '"$dynamicAnchor"', '"$dynamicRef"', '"$rec
 _REF = re.compile(r'"\$ref": "([^"\\]*)"')
 
 
+MISSING = object()
+
+
+def pointer_child(node: Any, raw: str) -> Tuple[Any, str]:
+    """(the child of ``node`` a JSON-pointer token names, or MISSING; the token
+    with its escapes undone)."""
+    tok = unquote(raw).replace("~1", "/").replace("~0", "~")
+    if isinstance(node, dict) and tok in node:
+        return node[tok], tok
+    if isinstance(node, list) and tok.isdigit() and int(tok) < len(node):
+        return node[int(tok)], tok
+    return MISSING, tok
+
+
 class Fragment(NamedTuple):
     name: str  # the target's rule
     rules: Tuple[Tuple[str, str, Optional[Tuple[str, ...]]], ...]  # (name, body, names it uses)
@@ -91,13 +105,9 @@ class TargetKeys:
         if not ref.startswith("#/"):
             return None
         node = self.root
-        for tok in ref[2:].split("/"):
-            tok = unquote(tok).replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and tok in node:
-                node = node[tok]
-            elif isinstance(node, list) and tok.isdigit() and int(tok) < len(node):
-                node = node[int(tok)]
-            else:
+        for raw in ref[2:].split("/"):
+            node, _ = pointer_child(node, raw)
+            if node is MISSING:
                 return None
         return node
 
