@@ -228,6 +228,13 @@ def pressure_cases(scale: float = 1.0, seed: int = 0) -> List[SchemaCase]:
     add("anyof_200", {"anyOf": branches}, [(v, True) for v in sample] + [(mixed, False)])
     add("anyof_200_array", {"type": "array", "items": {"anyOf": branches}, "maxItems": 1000},
         [([_branch_value(rng, rng.randrange(200)) for _ in range(n(200))], True)])  # fmt: skip
+
+    # two bounded strings side by side (a code or a description): two length counters
+    # that start on the same character
+    code_or_text = {"anyOf": [{"type": "string", "maxLength": 64, "pattern": "^[A-Z0-9_]+$"},
+                              {"type": "string", "minLength": 10, "maxLength": 2000}]}
+    add("anyof_bounded_strings", code_or_text,
+        [("HELLO_1", True), (text_of(rng, n(1500)), True), ("short", False), ("x" * 2001, False)])  # fmt: skip
     return cases
 
 
