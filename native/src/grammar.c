@@ -935,14 +935,50 @@ static void unlink_grammar(xg2_grammar *g) {
     g->refs = refs;
 }
 
-/* Link; a counted loop that its rule's automaton cannot keep apart becomes a
- * counted rule, and linking starts over. */
+/* A counted loop that its rule's automaton cannot keep apart (another loop, or
+ * other live states, beside it): written out if short; else its first
+ * XG2_PEEL_ITERATIONS iterations written out ahead of it, so that whatever ran
+ * beside it from the same start (a shorter bounded string: two `maxLength`s in
+ * an anyOf) has ended before the loop begins; else -- already peeled once --
+ * a counted rule, which the parser runs with a counter over child instances
+ * (exact, but its tokens are resolved one by one). */
+static int resolve_loop_conflict(xg2_ir *ir, uint32_t expr, xg2_u32vec *peeled) {
+    const xg2_expr e = ir->exprs.a[expr];
+    int again = 0;
+    for (uint32_t i = 0; i < peeled->n; i++) again |= peeled->a[i] == expr;
+    if (e.kind != XE_REPEAT || !(e.flags & XF_COUNTED) || again) return xg2__ir_uncount(ir, expr);
+    if (e.max >= 0 && e.max <= XG2_PEEL_ITERATIONS) {
+        ir->exprs.a[expr].flags &= (uint8_t)~XF_COUNTED;
+        return XG2_OK;
+    }
+    const int32_t P = XG2_PEEL_ITERATIONS;
+    uint32_t head = xg2__ir_repeat(ir, e.a, P, P);
+    uint32_t rest = xg2__ir_repeat(ir, e.a, e.min > P ? e.min - P : 0, e.max < 0 ? -1 : e.max - P);
+    if (ir->err) return XG2_NOMEM();
+    ir->exprs.a[rest].flags |= XF_COUNTED;
+    uint32_t kids[2] = {head, rest};
+    uint32_t longer = xg2__ir_list(ir, XE_SEQ, kids, 2);
+    uint32_t out = longer;
+    if (e.min < P) {
+        kids[0] = xg2__ir_repeat(ir, e.a, e.min, P - 1);
+        kids[1] = longer;
+        out = xg2__ir_list(ir, XE_CHOICE, kids, 2);
+    }
+    if (ir->err || vec_push(peeled, rest)) return XG2_NOMEM();
+    ir->exprs.a[expr] = ir->exprs.a[out];
+    return XG2_OK;
+}
+
+/* Link; a counted loop that its rule's automaton cannot keep apart is written
+ * out or peeled, else becomes a counted rule (resolve_loop_conflict), and
+ * linking starts over. */
 static int link_with_fallbacks(xg2_grammar *g) {
-    int use_regions = 1;
+    xg2_u32vec peeled = {0};
+    int use_regions = 1, rc;
     for (uint32_t attempt = 0;; attempt++) {
         uint32_t conflict = 0;
         int merged = 0;
-        int rc = link_grammar(g, &conflict, use_regions, &merged);
+        rc = link_grammar(g, &conflict, use_regions, &merged);
         if (rc == XG2_ERR_LIMIT && merged) {
             /* A merged region can determinise past the limits where its rules
              * one by one do not (a right-linear NFA, not a DFA): run them as rules. */
@@ -951,11 +987,13 @@ static int link_with_fallbacks(xg2_grammar *g) {
             use_regions = 0;
             continue;
         }
-        if (rc != XG2__LOOP_CONFLICT) return rc;
+        if (rc != XG2__LOOP_CONFLICT) break;
         unlink_grammar(g);
-        if (attempt >= 4096) return xg2__fail(XG2_ERR_LIMIT, "too many counted repetitions to place");
-        if ((rc = xg2__ir_uncount(&g->ir, conflict))) return rc;
+        if (attempt >= 4096) { rc = xg2__fail(XG2_ERR_LIMIT, "too many counted repetitions to place"); break; }
+        if ((rc = resolve_loop_conflict(&g->ir, conflict, &peeled))) break;
     }
+    vec_free(&peeled);
+    return rc;
 }
 
 /* ---- public API ---- */

@@ -336,3 +336,40 @@ def test_rule_cache_drops_least_recently_used_within_its_limit():
         assert max(held) > limit // 2  # it did fill up, so the grammars forced evictions
     finally:
         lib.xg2_rule_cache_set_limit(32 << 20)
+
+
+# Two counted loops that start on the same character (an anyOf of two bounded
+# strings: a code of at most 64 characters or a text of 10 to 300) cannot share one
+# automaton state's counter.  A short one is written out and a long one peeled (its
+# first iterations written out ahead of the loop), rather than turned into a counted
+# rule whose every token the parser resolves one by one; the language must not
+# change either way -- also where, both being long, a counted rule remains.
+CODE = r'([A-Z0-9_] | "\\u00" ("3" [0-9] | "4" [1-9A-F] | "5" [0-9AF]))'
+TEXT = r'([ !#-\[\]-~] | "\\" ["\\/bfnrt] | "\\u" [0-9a-f]{4})'
+SIDE_BY_SIDE = [
+    ("{1,64}", "{10,300}", 1, 64, 10, 300, True),
+    ("{1,64}", "{3,1000}", 1, 64, 3, 1000, True),
+    ("{0,300}", "{10,400}", 0, 300, 10, 400, False),
+]
+
+
+@pytest.mark.parametrize("case", range(len(SIDE_BY_SIDE)))
+def test_counted_loops_side_by_side(case):
+    import json
+
+    code_rep, text_rep, c_lo, c_hi, t_lo, t_hi, peeled = SIDE_BY_SIDE[case]
+    grammar = xgr.Grammar.from_ebnf(f'root ::= "\\"" ({CODE}{code_rep} | {TEXT}{text_rep}) "\\""')
+    if peeled:  # no counted rule left: every automaton state keeps at most one counter
+        assert "counted" not in str(grammar), str(grammar)[:600]
+    info = xgr.TokenizerInfo([bytes([i]) for i in range(256)])
+    compiled = xgr.GrammarCompiler(info, cache_enabled=False).compile_grammar(grammar)
+    rng = random.Random(case)
+    lengths = [0, 1, 2, 3, 9, 10, 11, 63, 64, 65, 127, 128, 129, 299, 300, 301, 399, 400, 401, 999, 1000, 1001]
+    strings = ["".join(rng.choice("AZ_09az \n\u00e9\"") for _ in range(n)) for n in lengths]
+    strings += ["".join(rng.choice("AZ_09") for _ in range(n)) for n in lengths]
+    for s in strings:
+        code = c_lo <= len(s) <= c_hi and re.fullmatch(r"[A-Z0-9_]*", s) is not None
+        text = t_lo <= len(s) <= t_hi
+        m = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
+        got = m.accept_string(json.dumps(s)) and m.is_completed()
+        assert got == (code or text), (len(s), s[:40])
