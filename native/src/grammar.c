@@ -941,12 +941,58 @@ static void unlink_grammar(xg2_grammar *g) {
  * beside it from the same start (a shorter bounded string: two `maxLength`s in
  * an anyOf) has ended before the loop begins; else -- already peeled once --
  * a counted rule, which the parser runs with a counter over child instances
- * (exact, but its tokens are resolved one by one). */
-static int resolve_loop_conflict(xg2_ir *ir, uint32_t expr, xg2_u32vec *peeled) {
+ * (exact, but its tokens are resolved one by one).  A grammar writes out at
+ * most XG2_PEEL_BUDGET iterations this way, of items of at most
+ * XG2_PEEL_ITEM_BYTES bytes. */
+/* The most bytes one match of expression `id` takes, or UINT32_MAX (unbounded,
+ * a rule reference, or deeper than we look). */
+static uint32_t max_bytes(const xg2_ir *ir, uint32_t id, int depth) {
+    const xg2_expr *e = &ir->exprs.a[id];
+    if (depth > 64) return UINT32_MAX;
+    switch (e->kind) {
+    case XE_EMPTY: case XE_FAIL: return 0;
+    case XE_BYTES: return e->n;
+    case XE_CLASS: { /* one character: its UTF-8 length */
+        uint32_t hi = 0x10FFFF;
+        if (!(e->flags & XF_NEGATED)) {
+            hi = 0;
+            for (uint32_t i = 0; i < e->n; i++) hi = ir->pool.a[e->a + 2 * i + 1] > hi ? ir->pool.a[e->a + 2 * i + 1] : hi;
+        }
+        return hi < 0x80 ? 1 : hi < 0x800 ? 2 : hi < 0x10000 ? 3 : 4;
+    }
+    case XE_SEQ: case XE_CHOICE: {
+        uint64_t total = 0;
+        for (uint32_t i = 0; i < e->n; i++) {
+            uint32_t m = max_bytes(ir, ir->pool.a[e->a + i], depth + 1);
+            if (m == UINT32_MAX) return UINT32_MAX;
+            if (e->kind == XE_SEQ) total += m;
+            else if (m > total) total = m;
+        }
+        return total >= UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+    }
+    case XE_REPEAT: {
+        if (e->max < 0) return UINT32_MAX;
+        uint32_t m = max_bytes(ir, e->a, depth + 1);
+        uint64_t t = (uint64_t)m * (uint64_t)e->max;
+        return m == UINT32_MAX || t >= UINT32_MAX ? UINT32_MAX : (uint32_t)t;
+    }
+    }
+    return UINT32_MAX;
+}
+
+static int resolve_loop_conflict(xg2_ir *ir, uint32_t expr, xg2_u32vec *peeled, uint32_t *written) {
     const xg2_expr e = ir->exprs.a[expr];
     int again = 0;
     for (uint32_t i = 0; i < peeled->n; i++) again |= peeled->a[i] == expr;
-    if (e.kind != XE_REPEAT || !(e.flags & XF_COUNTED) || again) return xg2__ir_uncount(ir, expr);
+    uint32_t cost = e.max >= 0 && e.max <= XG2_PEEL_ITERATIONS ? (uint32_t)e.max : XG2_PEEL_ITERATIONS;
+    /* Only loops that count characters (a string's length: one JSON character,
+     * escapes included, per iteration); a loop of larger items -- array elements
+     * -- conflicts with itself (its exit and its next item start alike), which
+     * peeling cannot help, and its written-out copies would be large. */
+    if (e.kind != XE_REPEAT || !(e.flags & XF_COUNTED) || again || *written + cost > XG2_PEEL_BUDGET ||
+        max_bytes(ir, e.a, 0) > XG2_PEEL_ITEM_BYTES)
+        return xg2__ir_uncount(ir, expr);
+    *written += cost;
     if (e.max >= 0 && e.max <= XG2_PEEL_ITERATIONS) {
         ir->exprs.a[expr].flags &= (uint8_t)~XF_COUNTED;
         return XG2_OK;
@@ -974,6 +1020,7 @@ static int resolve_loop_conflict(xg2_ir *ir, uint32_t expr, xg2_u32vec *peeled) 
  * linking starts over. */
 static int link_with_fallbacks(xg2_grammar *g) {
     xg2_u32vec peeled = {0};
+    uint32_t written = 0;
     int use_regions = 1, rc;
     for (uint32_t attempt = 0;; attempt++) {
         uint32_t conflict = 0;
@@ -990,7 +1037,7 @@ static int link_with_fallbacks(xg2_grammar *g) {
         if (rc != XG2__LOOP_CONFLICT) break;
         unlink_grammar(g);
         if (attempt >= 4096) { rc = xg2__fail(XG2_ERR_LIMIT, "too many counted repetitions to place"); break; }
-        if ((rc = resolve_loop_conflict(&g->ir, conflict, &peeled))) break;
+        if ((rc = resolve_loop_conflict(&g->ir, conflict, &peeled, &written))) break;
     }
     vec_free(&peeled);
     return rc;

@@ -22,6 +22,8 @@
 #define XG2_UNROLL_LIMIT 32             /* {n,m} with m <= this is unrolled into the FSM */
 #define XG2_UNROLL_BUDGET 2048          /* ... and so is a larger one whose unrolled size stays below this */
 #define XG2_PEEL_ITERATIONS 128         /* a conflicting counted loop: written out up to this many iterations */
+#define XG2_PEEL_BUDGET 256             /* ... and at most this many in all, per grammar */
+#define XG2_PEEL_ITEM_BYTES 12          /* ... of items this long at most (a JSON character, escaped: \\uD83D\\uDE00) */
 #define XG2_MAX_NFA_STATES (1 << 22)    /* per rule, before determinisation */
 #define XG2_MAX_DFA_STATES 20000        /* per rule; larger rules are split */
 #define XG2_MAX_TOTAL_STATES (1 << 24)  /* per grammar */
