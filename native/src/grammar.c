@@ -944,42 +944,6 @@ static void unlink_grammar(xg2_grammar *g) {
  * (exact, but its tokens are resolved one by one).  A grammar writes out at
  * most XG2_PEEL_BUDGET iterations this way, of items of at most
  * XG2_PEEL_ITEM_BYTES bytes. */
-/* The most bytes one match of expression `id` takes, or UINT32_MAX (unbounded,
- * a rule reference, or deeper than we look). */
-static uint32_t max_bytes(const xg2_ir *ir, uint32_t id, int depth) {
-    const xg2_expr *e = &ir->exprs.a[id];
-    if (depth > 64) return UINT32_MAX;
-    switch (e->kind) {
-    case XE_EMPTY: case XE_FAIL: return 0;
-    case XE_BYTES: return e->n;
-    case XE_CLASS: { /* one character: its UTF-8 length */
-        uint32_t hi = 0x10FFFF;
-        if (!(e->flags & XF_NEGATED)) {
-            hi = 0;
-            for (uint32_t i = 0; i < e->n; i++) hi = ir->pool.a[e->a + 2 * i + 1] > hi ? ir->pool.a[e->a + 2 * i + 1] : hi;
-        }
-        return hi < 0x80 ? 1 : hi < 0x800 ? 2 : hi < 0x10000 ? 3 : 4;
-    }
-    case XE_SEQ: case XE_CHOICE: {
-        uint64_t total = 0;
-        for (uint32_t i = 0; i < e->n; i++) {
-            uint32_t m = max_bytes(ir, ir->pool.a[e->a + i], depth + 1);
-            if (m == UINT32_MAX) return UINT32_MAX;
-            if (e->kind == XE_SEQ) total += m;
-            else if (m > total) total = m;
-        }
-        return total >= UINT32_MAX ? UINT32_MAX : (uint32_t)total;
-    }
-    case XE_REPEAT: {
-        if (e->max < 0) return UINT32_MAX;
-        uint32_t m = max_bytes(ir, e->a, depth + 1);
-        uint64_t t = (uint64_t)m * (uint64_t)e->max;
-        return m == UINT32_MAX || t >= UINT32_MAX ? UINT32_MAX : (uint32_t)t;
-    }
-    }
-    return UINT32_MAX;
-}
-
 static int resolve_loop_conflict(xg2_ir *ir, uint32_t expr, xg2_u32vec *peeled, uint32_t *written) {
     const xg2_expr e = ir->exprs.a[expr];
     int again = 0;
@@ -990,7 +954,7 @@ static int resolve_loop_conflict(xg2_ir *ir, uint32_t expr, xg2_u32vec *peeled, 
      * -- conflicts with itself (its exit and its next item start alike), which
      * peeling cannot help, and its written-out copies would be large. */
     if (e.kind != XE_REPEAT || !(e.flags & XF_COUNTED) || again || *written + cost > XG2_PEEL_BUDGET ||
-        max_bytes(ir, e.a, 0) > XG2_PEEL_ITEM_BYTES)
+        xg2__ir_max_bytes(ir, e.a, 0) > XG2_PEEL_ITEM_BYTES)
         return xg2__ir_uncount(ir, expr);
     *written += cost;
     if (e.max >= 0 && e.max <= XG2_PEEL_ITERATIONS) {

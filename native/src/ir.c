@@ -508,22 +508,24 @@ XG2_HIDDEN int xg2__fsm_unit_pattern(const xg2_ir *ir, uint32_t expr);
 
 /* Rough automaton size of an expression (a byte, a class as its longest UTF-8
  * sequence; references count one), saturating at `cap`. */
+/* The UTF-8 length of a class's largest code point. */
+static uint32_t class_bytes(const xg2_ir *ir, const xg2_expr *e) {
+    uint32_t hi = 0x10FFFF;
+    if (!(e->flags & XF_NEGATED)) {
+        hi = 0;
+        for (uint32_t i = 0; i < e->n; i++)
+            if (ir->pool.a[e->a + 2 * i + 1] > hi) hi = ir->pool.a[e->a + 2 * i + 1];
+    }
+    return hi < 0x80 ? 1 : hi < 0x800 ? 2 : hi < 0x10000 ? 3 : 4;
+}
+
 static uint64_t expr_weight(const xg2_ir *ir, uint32_t id, uint64_t cap, int depth) {
     const xg2_expr *e = &ir->exprs.a[id];
     if (depth > 4 * XG2_MAX_NEST_DEPTH) return cap;
     uint64_t w = 0;
     switch (e->kind) {
     case XE_BYTES: w = e->n; break;
-    case XE_CLASS: { /* the UTF-8 length of its largest code point */
-        uint32_t hi = 0x10FFFF;
-        if (!(e->flags & XF_NEGATED)) {
-            hi = 0;
-            for (uint32_t i = 0; i < e->n; i++)
-                if (ir->pool.a[e->a + 2 * i + 1] > hi) hi = ir->pool.a[e->a + 2 * i + 1];
-        }
-        w = hi < 0x80 ? 1 : hi < 0x800 ? 2 : hi < 0x10000 ? 3 : 4;
-        break;
-    }
+    case XE_CLASS: w = class_bytes(ir, e); break;
     case XE_SEQ:
     case XE_CHOICE:
         for (uint32_t i = 0; i < e->n && w < cap; i++) w += expr_weight(ir, ir->pool.a[e->a + i], cap, depth + 1);
@@ -536,6 +538,33 @@ static uint64_t expr_weight(const xg2_ir *ir, uint32_t id, uint64_t cap, int dep
     default: w = 1;
     }
     return w < cap ? w : cap;
+}
+
+uint32_t xg2__ir_max_bytes(const xg2_ir *ir, uint32_t id, int depth) {
+    const xg2_expr *e = &ir->exprs.a[id];
+    if (depth > 4 * XG2_MAX_NEST_DEPTH) return UINT32_MAX;
+    switch (e->kind) {
+    case XE_EMPTY: case XE_FAIL: return 0;
+    case XE_BYTES: return e->n;
+    case XE_CLASS: return class_bytes(ir, e);
+    case XE_SEQ: case XE_CHOICE: {
+        uint64_t total = 0;
+        for (uint32_t i = 0; i < e->n; i++) {
+            uint32_t m = xg2__ir_max_bytes(ir, ir->pool.a[e->a + i], depth + 1);
+            if (m == UINT32_MAX) return UINT32_MAX;
+            if (e->kind == XE_SEQ) total += m;
+            else if (m > total) total = m;
+        }
+        return total >= UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+    }
+    case XE_REPEAT: {
+        if (e->max < 0) return UINT32_MAX;
+        uint32_t m = xg2__ir_max_bytes(ir, e->a, depth + 1);
+        uint64_t t = (uint64_t)m * (uint64_t)e->max;
+        return m == UINT32_MAX || t >= UINT32_MAX ? UINT32_MAX : (uint32_t)t;
+    }
+    }
+    return UINT32_MAX;
 }
 
 /* A repetition is compressed (counted) only when unrolling it would cost

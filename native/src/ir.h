@@ -135,5 +135,8 @@ XG2_HIDDEN int xg2__ir_print(const xg2_ir *ir, xg2_charvec *out);
 
 /* Sorted, merged code point ranges of a class after applying negation. */
 XG2_HIDDEN int xg2__class_ranges(const xg2_ir *ir, const xg2_expr *e, xg2_u32vec *out);
+/* The most bytes one match of expression `id` takes; UINT32_MAX when unbounded,
+ * a rule reference, an intrinsic, or nested deeper than it looks (depth: 0). */
+XG2_HIDDEN uint32_t xg2__ir_max_bytes(const xg2_ir *ir, uint32_t id, int depth);
 
 #endif
