@@ -1602,21 +1602,32 @@ class _Converter:
                 return f"{q} {R.emit(R.n_rep(R.n_set(cs), a2, b2))} {q}"
         if not irs and not negs and not_vals and min_len == 0 and max_len is None:
             return f"{q} {self.string_except(not_vals)[0]} {q}"
-        # general case: intersect automata
+        # general case: intersect automata; a length bound the language does not
+        # imply is kept by the core's Length(...) (a counter, not the product
+        # spelled out as states) when every state's counts are an interval
+        length = None
         try:
             dfa = None
             for ir, kw, p in irs:
                 dd = R.cached_dfa(ir)
                 dfa = dd if dfa is None else dfa.intersect(dd)
-            if min_len > 0 or max_len is not None:
-                lim = R.length_dfa(min_len, max_len)
-                dfa = lim if dfa is None else dfa.intersect(lim)
             for ir, kw, p in negs:
                 comp = R.cached_dfa(ir).complement()
                 dfa = comp if dfa is None else dfa.intersect(comp)
             if not_vals:
                 comp = R.words_dfa(not_vals).complement()
                 dfa = comp if dfa is None else dfa.intersect(comp)
+            if min_len > 0 or max_len is not None:
+                span = None if dfa is None or dfa.is_empty() else dfa.count_span()
+                if span is not None:
+                    lo, hi = span
+                    if (max_len is not None and lo > max_len) or (hi is not None and hi < min_len):
+                        return None  # no string of the pattern has such a length
+                    if lo < min_len or (max_len is not None and (hi is None or hi > max_len)):
+                        length = (min_len, max_len)
+                else:
+                    lim = R.length_dfa(min_len, max_len)
+                    dfa = lim if dfa is None else dfa.intersect(lim)
         except R.DFAError as e:
             kw, p = (irs[0][1], irs[0][2]) if irs else ("not", parts[0][1])
             self.fail(kw, p, f"the combined string constraints are too complex ({e})")
@@ -1626,6 +1637,10 @@ class _Converter:
         name = dfa.emit_rules(self.new_name(hint + "-str"), self.add_rule)
         if name is None:
             return None
+        if length is not None:
+            lo, hi = length
+            count = f"{lo}" if hi is None else f"{lo}, {hi}"
+            return f"{q} Length({name}, {R.json_char()}, {count}) {q}"
         return f"{q} {name} {q}"
 
     # ------------------------------------------------------------------ objects

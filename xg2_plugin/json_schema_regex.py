@@ -982,6 +982,53 @@ class DFA:
             mx = None
         return best or 0, mx
 
+    def count_span(self) -> Optional[Tuple[int, Optional[int]]]:
+        """The character counts of this (non-empty) language as an interval (lo, hi;
+        hi None: unbounded) when from every state the counts to acceptance form an
+        interval -- then the core's ``Length(...)`` keeps a length bound with a
+        counter, checked state by state, instead of a product written out as states
+        (a state's interval joins those of its targets, one further, and its own 0
+        if accepting: by induction on the count, every count in between is met).
+        None when some state's counts have a gap (``(ab)+``)."""
+        d = self.minimized()
+        n = len(d.trans)
+        rev: List[List[int]] = [[] for _ in range(n)]
+        targets = [sorted({t for _, t in row}) for row in d.trans]
+        for s, ts in enumerate(targets):
+            for t in ts:
+                rev[t].append(s)
+        lo: List[Optional[int]] = [0 if a else None for a in d.accept]
+        frontier = [s for s in range(n) if d.accept[s]]
+        while frontier:
+            nxt = []
+            for t in frontier:
+                for s in rev[t]:
+                    if lo[s] is None:
+                        lo[s] = lo[t] + 1
+                        nxt.append(s)
+            frontier = nxt
+        # most: resolved once every target is (what never resolves reaches a cycle)
+        hi: List[Optional[int]] = [None] * n
+        left = [len(ts) for ts in targets]
+        ready = [s for s in range(n) if not left[s]]
+        while ready:
+            s = ready.pop()
+            hi[s] = max(([0] if d.accept[s] else []) + [hi[t] + 1 for t in targets[s]])
+            for p in rev[s]:
+                left[p] -= 1
+                if not left[p]:
+                    ready.append(p)
+        for s in range(n):
+            spans = ([(0, 0)] if d.accept[s] else []) + [(lo[t] + 1, None if hi[t] is None else hi[t] + 1)
+                                                           for t in targets[s]]
+            spans.sort(key=lambda x: x[0])
+            reach = spans[0][1]
+            for a, b in spans[1:]:
+                if reach is not None and a > reach + 1:
+                    return None
+                reach = None if reach is None or b is None else max(reach, b)
+        return lo[0], hi[0]
+
     def accepts(self, text: str) -> bool:
         s = 0
         for ch in text:

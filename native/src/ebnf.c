@@ -7,6 +7,7 @@
  *   sequence   -> quantified+          (ends before '|' ')' '(=' EOF or NAME '::=')
  *   quantified -> element ( '*' | '+' | '?' | '{' INT ( ',' INT? )? '}' )*
  *   element    -> STRING | CLASS | NAME | MACRO '(' args ')' | '(' choices? ')'
+ *               | 'Length' '(' quantified ',' quantified ',' INT ( ',' INT )? ')'
  *
  * Comments run from '#' to the end of the line.  Strings and classes take the
  * escapes \n \t \r \\ \" \' \xHH \uHHHH \UHHHHHHHH (code points, stored as UTF-8);
@@ -441,6 +442,45 @@ static uint32_t parse_string_except(parser *p) {
     return p->rc ? 0 : id;
 }
 
+/* Length(body, unit, min[, max]) (see ir.h): lifted into a rule of its own,
+ * which its automaton needs (it counts in the parser item). */
+static uint32_t parse_length(parser *p) {
+    char b[32];
+    uint32_t kids[2];
+    if (++p->depth > XG2_MAX_NEST_DEPTH) return perr(p, "groups nested deeper than %d", XG2_MAX_NEST_DEPTH), 0;
+    adv(p, 1); /* '(' */
+    for (int i = 0; i < 2 && !p->rc; i++) {
+        skip_ws(p);
+        kids[i] = parse_quantified(p); /* (a group for anything longer) */
+        skip_ws(p);
+        if (!p->rc && peekc(p, 0) != ',')
+            perr(p, "Length(body, unit, min, max) needs a body, a unit and a minimum count, found %s", describe(p, b, sizeof b));
+        adv(p, 1);
+    }
+    if (p->rc) return 0;
+    int64_t lo = parse_int(p), hi = -1;
+    if (lo < 0) return 0;
+    skip_ws(p);
+    if (peekc(p, 0) == ',') {
+        adv(p, 1);
+        if ((hi = parse_int(p)) < 0) return 0;
+        skip_ws(p);
+    }
+    if (peekc(p, 0) != ')') { perr(p, "expected ')' to close Length(...), found %s", describe(p, b, sizeof b)); return 0; }
+    if (hi >= 0 && hi < lo) { perr(p, "Length(...) has its maximum count %lld below its minimum %lld", (long long)hi, (long long)lo); return 0; }
+    adv(p, 1);
+    p->depth--;
+    xg2_ir *ir = p->ir;
+    char base[240];
+    snprintf(base, sizeof base, "%.200s_length", p->cur_rule < ir->rules.n ? xg2__ir_name(ir, p->cur_rule) : "rule");
+    uint32_t rule = xg2__ir_new_rule(ir, base, xg2__ir_length(ir, kids[0], kids[1], (int32_t)lo, (int32_t)hi));
+    if (ir->err) {
+        p->rc = ir->err == XG2_ERR_LIMIT ? xg2__fail(XG2_ERR_LIMIT, "more than %d rules", XG2_MAX_RULES) : XG2_NOMEM();
+        return 0;
+    }
+    return xg2__ir_ref(ir, rule);
+}
+
 static uint32_t parse_element(parser *p) {
     char b[32];
     skip_ws(p);
@@ -476,6 +516,7 @@ static uint32_t parse_element(parser *p) {
         if (peekc(p, 0) == '(') {
             if (!strcmp(name, "Regex")) return parse_regex(p);
             if (!strcmp(name, "StringExcept")) return parse_string_except(p);
+            if (!strcmp(name, "Length")) return parse_length(p);
             for (size_t m = 0; m < sizeof macros / sizeof *macros; m++)
                 if (!strcmp(name, macros[m])) return parse_macro(p, name);
         }

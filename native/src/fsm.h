@@ -29,7 +29,14 @@ typedef struct {
 typedef struct {
     int32_t min, max; /* max < 0: unbounded */
     xg2_byteset first;
-    uint32_t expr;    /* the XE_REPEAT it came from */
+    uint32_t expr;    /* the XE_REPEAT (or XE_LENGTH) it came from */
+    /* A Length loop (one per automaton, every state in it, every unit
+     * boundary a head): the DFA's `rest` says how many more units each state
+     * needs at least and may take at most, and a step must leave the count
+     * able to end within [min, max] -- so no prefix is a dead end.  slack: the
+     * largest finite rest, how much further than a token a bound is felt. */
+    uint8_t rest_checked;
+    uint32_t slack;
 } xg2_loop_info;
 
 /* A DFA with state 0 the start, states numbered in breadth-first order. */
@@ -43,8 +50,12 @@ typedef struct {
     uint32_t *tag;          /* loop tag per state */
     xg2_loop_info *loops;   /* loops[k - 1] for tag loop k */
     uint32_t n_loops;
+    uint32_t *rest;         /* Length loops: rest[2s], rest[2s + 1] = fewest and most units
+                             * from s to the end (XG2_REST_ANY: unbounded); else NULL */
     uint32_t conflict_expr; /* on XG2__LOOP_CONFLICT: the repetition to run as a rule instead */
 } xg2_dfa;
+
+#define XG2_REST_ANY 0xFFFFFFFFu
 
 /* Returned (with no message) when a counted loop cannot be kept apart from what
  * surrounds it in its rule's automaton; the caller runs it as a counted rule. */

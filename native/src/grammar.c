@@ -42,8 +42,9 @@ static int collect_refs(const xg2_ir *ir, uint32_t id, uint32_t self, int tail, 
     case XE_REPEAT: /* (an optional `x?` ends where it would: its tail references stay tail references) */
         return collect_refs(ir, e->a, self, tail && e->max == 1, loop || e->max < 0 || e->max > 1, gr, self_loop,
                             depth + 1);
+    case XE_LENGTH: /* (its body is built into its own automaton: never a tail reference) */
     case XE_EXCEPT: /* (built as calls from inside the trie: never tail references) */
-        for (uint32_t i = 0; i < 3; i++) {
+        for (uint32_t i = 0; i < (e->kind == XE_EXCEPT ? 3 : 2); i++) {
             int rc = collect_refs(ir, ir->pool.a[e->a + i], self, 0, loop, gr, self_loop, depth + 1);
             if (rc) return rc;
         }
@@ -191,7 +192,8 @@ static int find_regions(const xg2_ir *ir, const rule_graph *gr, const uint32_t *
     memset(plain, 1, m);
     for (uint32_t r = 0; r < n; r++) {
         const xg2_rule_ir *ru = &ir->rules.a[r];
-        if (ru->kind != RK_FSM || ru->lookahead >= 0 || gr->self_loop[r]) plain[comp[r]] = 0;
+        if (ru->kind != RK_FSM || ru->lookahead >= 0 || gr->self_loop[r] || ir->exprs.a[ru->body].kind == XE_LENGTH)
+            plain[comp[r]] = 0;
         own[comp[r]] += est_size(ir, ru->body, NULL, NULL, NULL, 0);
         for (uint32_t j = gr->off.a[r]; j < gr->off.a[r + 1]; j++) {
             src[j] = r;
@@ -325,7 +327,9 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint8_t *flat, uint32
          * would leave the plain DFA walk of the mask. */
         int many_copies = !recursive && region_refs[r] != UINT32_MAX &&
                           rsize[r] * region_refs[r] > XG2_REGION_COPIES_MAX_NFA;
+        /* A Length rule counts in its own items: never expanded into a caller. */
         inl[r] = ru->kind == RK_FSM && ru->lookahead < 0 && r != ir->root && (!recursive || dispatcher) &&
+                 ir->exprs.a[ru->body].kind != XE_LENGTH &&
                  !cycle_taken && !many_copies && rsize[r] <= XG2_INLINE_MAX_NFA;
         if (inl[r] && recursive) comp_inlined[comp[r]] = 1;
     }
@@ -533,6 +537,7 @@ static void rule_h0(const xg2_grammar *g, uint32_t r, const xg2_dfa *d, uint64_t
             const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
             MIX2((uint64_t)(st->loop & 1) << 63 | (uint64_t)(uint32_t)l->min << 32 | (uint32_t)l->max);
             for (int w = 0; w < 4; w++) MIX2(l->first.w[w]);
+            if (l->rest_checked) MIX2((uint64_t)g->rest[2 * (size_t)s] << 32 | g->rest[2 * (size_t)s + 1]);
         }
         /* maximal byte runs with one target (the DFA's ranges are merged so):
          * independent of how classes are cut */
@@ -731,6 +736,8 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
             l->min = dfa[r].loops[k].min;
             l->max = dfa[r].loops[k].max;
             l->first = dfa[r].loops[k].first;
+            l->rest_checked = dfa[r].loops[k].rest_checked;
+            l->slack = dfa[r].loops[k].slack;
         }
     }
 
@@ -754,6 +761,9 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     g->contained = xg2__calloc(base ? base : 1, 1);
     g->proofs_spent = xg2__calloc(1, 1);
     g->refs_tab = xg2__malloc(sizeof(xg2_ref) * (n_ref ? n_ref : 1));
+    int any_rest = 0;
+    for (uint32_t r = 0; r < n; r++) any_rest |= want[r] && g->rules[r].kind == RK_FSM && dfa[r].rest;
+    if (any_rest && !(g->rest = xg2__calloc(2 * (size_t)base, sizeof(uint32_t)))) { rc = XG2_NOMEM(); goto out; }
     if (!g->states || !g->classmaps || !g->class_cuts || !g->self_groups || !g->head_groups || !g->contained || !g->proofs_spent || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
     /* First pass: classes and table size. */
     ncls = xg2__calloc(n, sizeof(uint32_t));
@@ -811,6 +821,10 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
             xg2_state *st = &g->states[rt->start + s];
             st->rule = r;
             if (d->tag && d->tag[s]) st->loop = (loop_base[r] + (d->tag[s] >> 1)) << 1 | (d->tag[s] & 1);
+            if (d->rest) {
+                g->rest[2 * (size_t)(rt->start + s)] = d->rest[2 * s];
+                g->rest[2 * (size_t)(rt->start + s) + 1] = d->rest[2 * s + 1];
+            }
             st->flags = (d->final[s] ? SF_FINAL : 0) | (d->boff[s + 1] > d->boff[s] ? SF_BYTES : 0) |
                         (d->roff[s + 1] > d->roff[s] ? SF_REFS : 0);
             xg2_byteset self = {{0}};
@@ -889,7 +903,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     vec_free(&stack);
     if (!rc) rc = compute_follow(g, dfa);
     if (!rc) rc = compute_skeys(g, dfa);
-    g->memory_bytes = sizeof *g + sizeof(xg2_loop) * g->n_loops + 24u * g->n_states + sizeof(xg2_rule) * n + sizeof(xg2_state) * g->n_states +
+    g->memory_bytes = sizeof *g + sizeof(xg2_loop) * g->n_loops + 24u * g->n_states + (g->rest ? 8u * g->n_states : 0) + sizeof(xg2_rule) * n + sizeof(xg2_state) * g->n_states +
                       sizeof(uint32_t) * g->n_trans + (256u + sizeof(xg2_byteset)) * g->n_classmaps + (sizeof(uint64_t) + 1) * g->n_states + sizeof(xg2_ref) * g->n_refs +
                       sizeof(int32_t) * 256u * g->n_la_states + ir->exprs.n * sizeof(xg2_expr) +
                       ir->pool.n * 4u + ir->bytes.n + ir->names.n;
@@ -928,6 +942,7 @@ static void unlink_grammar(xg2_grammar *g) {
     xg2__free(g->follow);
     xg2__free(g->skey);
     xg2__free(g->loops);
+    xg2__free(g->rest);
     xg2_ir ir = g->ir;
     int refs = g->refs;
     memset(g, 0, sizeof *g);

@@ -23,6 +23,8 @@ enum { SF_FINAL = 1, SF_BYTES = 2, SF_REFS = 4, SF_REPEAT = 8 };
 typedef struct {
     int32_t min, max;   /* iterations; max < 0: unbounded */
     xg2_byteset first;  /* bytes that start an iteration from the head */
+    uint8_t rest_checked; /* a Length loop: steps keep the count able to end in [min, max] (rest[]) */
+    uint32_t slack;       /* its largest finite rest: bounds are felt this much further than a token */
 } xg2_loop;
 
 typedef struct {
@@ -85,6 +87,8 @@ struct xg2_grammar {
     uint64_t (*skey)[2];
     xg2_loop *loops; /* loops[id - 1] */
     uint32_t n_loops;
+    uint32_t *rest;  /* states of Length loops: rest[2s], rest[2s + 1] = fewest and most units
+                      * left to the rule's end (XG2_REST_ANY: unbounded); NULL if no such loop */
     size_t memory_bytes;
 };
 
@@ -125,7 +129,19 @@ static inline uint32_t xg2__loop_step(const xg2_grammar *g, uint32_t s, uint32_t
     } else if (!lt) {
         n = 0;
     }
+    if (lt && g->loops[(lt >> 1) - 1].rest_checked) { /* a Length loop: no dead ends */
+        const xg2_loop *l = &g->loops[(lt >> 1) - 1];
+        const uint32_t *r = g->rest + 2 * (size_t)t;
+        if (l->max >= 0 && (uint64_t)n + r[0] > (uint64_t)l->max) return UINT32_MAX;
+        if (r[1] != 0xFFFFFFFFu && (uint64_t)n + r[1] < (uint64_t)l->min) return UINT32_MAX;
+    }
     return n;
+}
+
+/* How far (in iterations) from a bound a loop's count must be for one token
+ * not to feel it: far (xg2__count_far) plus a Length loop's slack. */
+static inline uint32_t xg2__loop_far(const xg2_grammar *g, uint32_t loop_id, uint32_t far) {
+    return far + g->loops[loop_id - 1].slack;
 }
 
 /* May an item at state s with this count complete its rule (if s is final)? */

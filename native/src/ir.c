@@ -103,6 +103,13 @@ uint32_t xg2__ir_except(xg2_ir *ir, const uint32_t args[3], const uint32_t *word
     return add_expr(ir, e);
 }
 
+uint32_t xg2__ir_length(xg2_ir *ir, uint32_t body, uint32_t unit, int32_t min, int32_t max) {
+    uint32_t kids[2] = {body, unit};
+    uint32_t at = pool_add(ir, kids, 2);
+    xg2_expr e = {XE_LENGTH, 0, at, 2, min, max};
+    return add_expr(ir, e);
+}
+
 uint32_t xg2__ir_macro(xg2_ir *ir, const char *name, uint32_t n_args) {
     if (ir->err) return 0;
     size_t len = strlen(name);
@@ -350,6 +357,14 @@ static uint32_t simplify(xg2_ir *ir, uint32_t id, const uint8_t *dead, int depth
         xg2_expr x = {XE_EXCEPT, 0, at, e.n, 0, 0};
         return add_expr(ir, x);
     }
+    case XE_LENGTH: {
+        uint32_t body = simplify(ir, ir->pool.a[e.a], dead, depth + 1);
+        uint32_t unit = simplify(ir, ir->pool.a[e.a + 1], dead, depth + 1);
+        if (ir->err) return 0;
+        if (ir->exprs.a[body].kind == XE_FAIL || ir->exprs.a[unit].kind == XE_FAIL) return xg2__ir_fail(ir);
+        if (body == ir->pool.a[e.a] && unit == ir->pool.a[e.a + 1]) return id;
+        return xg2__ir_length(ir, body, unit, e.min, e.max);
+    }
     default:
         return id;
     }
@@ -373,6 +388,8 @@ static int expr_holds(const xg2_ir *ir, uint32_t id, const uint8_t *rule_ok, int
         return !xg2__except_has_empty_word(ir, e) ||
                (!nullable && expr_holds(ir, ir->pool.a[e->a], rule_ok, 0));
     case XE_REPEAT: return e->min == 0 || expr_holds(ir, e->a, rule_ok, nullable);
+    case XE_LENGTH: /* (whether the count can be met is found when its automaton is built) */
+        return (!nullable || e->min == 0) && expr_holds(ir, ir->pool.a[e->a], rule_ok, nullable);
     case XE_SEQ:
         for (uint32_t i = 0; i < e->n; i++)
             if (!expr_holds(ir, ir->pool.a[e->a + i], rule_ok, nullable)) return 0;
@@ -416,6 +433,7 @@ static int mark_refs(const xg2_ir *ir, uint32_t id, uint8_t *seen, xg2_u32vec *s
     case XE_REPEAT: return mark_refs(ir, e->a, seen, stack);
     case XE_SEQ:
     case XE_CHOICE:
+    case XE_LENGTH:
     case XE_EXCEPT:
         for (uint32_t i = 0; i < (e->kind == XE_EXCEPT ? 3 : e->n); i++)
             if (mark_refs(ir, ir->pool.a[e->a + i], seen, stack)) return 1;
@@ -434,6 +452,7 @@ static void renumber_refs(xg2_ir *ir, uint32_t id, const uint32_t *map, uint8_t 
     case XE_REPEAT: renumber_refs(ir, e->a, map, done); return;
     case XE_SEQ:
     case XE_CHOICE:
+    case XE_LENGTH:
     case XE_EXCEPT:
         for (uint32_t i = 0; i < (e->kind == XE_EXCEPT ? 3 : e->n); i++) renumber_refs(ir, ir->pool.a[e->a + i], map, done);
         return;
@@ -795,6 +814,12 @@ static int print_expr(const xg2_ir *ir, uint32_t id, xg2_charvec *o, int prec, i
             bad = xg2__charvec_printf(o, ", ") || print_bytes(o, ir->bytes.a + w[0], w[1]);
         }
         return bad || xg2__charvec_printf(o, ")");
+    case XE_LENGTH:
+        bad = xg2__charvec_printf(o, "Length(") || print_expr(ir, ir->pool.a[e->a], o, 0, depth + 1) ||
+              xg2__charvec_printf(o, ", ") || print_expr(ir, ir->pool.a[e->a + 1], o, 0, depth + 1);
+        if (bad) return bad;
+        if (e->max < 0) return xg2__charvec_printf(o, ", %d)", e->min);
+        return xg2__charvec_printf(o, ", %d, %d)", e->min, e->max);
     case XE_REPEAT:
         bad = print_expr(ir, e->a, o, 2, depth + 1);
         if (bad) return bad;

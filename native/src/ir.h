@@ -18,6 +18,8 @@
  *               escape exprs; pool[a+3 ..
  *               a+3+2n): words (bytes offset,
  *               length), sorted and distinct
+ *   XE_LENGTH   pool[a .. a+2): body, unit   min..max    (Length: see below; n = 2;
+ *                                                         max < 0: unbounded)
  *
  * StringExcept(any, one, escape, "w1", ...) is every string of JSON string
  * contents but the words (printable ASCII other than quote and backslash),
@@ -27,6 +29,12 @@
  * reads the rest; after a whole word with nothing below it, `one` character
  * then `any`.  (A JSON object's extra keys: the declared names are the words.)
  * Built straight into a trie automaton whose nodes share the ways out.
+ *
+ * Length(body, unit, min, max) is the strings of `body` that split into min..max
+ * strings of `unit` (a finite self-delimiting byte pattern: one JSON character,
+ * say): a string pattern under minLength/maxLength.  The parser lifts each into
+ * a rule of its own, whose automaton counts units in the parser item instead of
+ * spelling the count out as states (fsm.c).
  *
  * Repetitions too large to unroll are compressed (XGrammar-2 §3.6) one of two ways:
  *   - a counted loop: an XE_REPEAT with XF_COUNTED whose child is a self-delimiting
@@ -54,6 +62,7 @@ enum {
     XE_TOKEN,
     XE_MACRO,
     XE_EXCEPT,
+    XE_LENGTH,
 };
 
 #define XF_NEGATED 1
@@ -107,6 +116,7 @@ XG2_HIDDEN uint32_t xg2__ir_token(xg2_ir *ir, const uint32_t *ids, uint32_t n, i
 XG2_HIDDEN uint32_t xg2__ir_macro(xg2_ir *ir, const char *name, uint32_t n_args);
 /* StringExcept: words are (offset, length) pairs into ir->bytes, sorted and
  * distinct (the parser's job). */
+XG2_HIDDEN uint32_t xg2__ir_length(xg2_ir *ir, uint32_t body, uint32_t unit, int32_t min, int32_t max);
 XG2_HIDDEN uint32_t xg2__ir_except(xg2_ir *ir, const uint32_t args[3], const uint32_t *words, uint32_t n_words);
 static inline int xg2__except_has_empty_word(const xg2_ir *ir, const xg2_expr *e) {
     return e->n && ir->pool.a[e->a + 4] == 0; /* sorted: the empty word first */

@@ -55,6 +55,7 @@ void xg2__mask_key(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     }
     if (st->flags & SF_REPEAT || st->loop) {
         uint32_t far = xg2__count_far(v);
+        if (st->loop) far = xg2__loop_far(g, st->loop >> 1, far);
         uint32_t lo = it->count < (uint32_t)min ? (uint32_t)min - it->count : 0;
         uint32_t hi = max < 0 ? far : (uint32_t)max - it->count;
         if (lo > far) lo = far;
@@ -105,8 +106,9 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, int k, uint
     if (__atomic_load_n(&g->contained[q], __ATOMIC_RELAXED) >> k & 1) return 1;
     if (loop) {
         const xg2_loop *l = &g->loops[loop - 1];
-        if (l->max >= 0 && (uint32_t)l->max - count < xg2__count_far(v)) return 0;
+        if (l->max >= 0 && (uint32_t)l->max - count < xg2__loop_far(g, loop, xg2__count_far(v))) return 0;
         may_leave = count >= (uint32_t)l->min;
+        if (l->rest_checked && !may_leave) return 0; /* (a state's steps depend on the count till then) */
     }
     /* seen pairs: open addressing (keys + 1; 0 = empty), over twice the pair limit;
      * a per-thread table, its used slots cleared on the way out (clearing it
@@ -257,7 +259,7 @@ static int slice_loops(const xg2_grammar *g, const xg2_vocab *v, const xg2_slice
     uint32_t loop = g->states[q].loop >> 1;
     if (loop) {
         const xg2_loop *l = &g->loops[loop - 1];
-        if (l->max >= 0 && (uint32_t)l->max - count < xg2__count_far(v)) return 0;
+        if (l->max >= 0 && (uint32_t)l->max - count < xg2__loop_far(g, loop, xg2__count_far(v))) return 0;
     }
     if (!class_target(g, s, q, count, q1)) return 0;
     if (*q1 == q) return 1; /* (*ends already says whether q may end) */
@@ -722,8 +724,8 @@ static int set_step(walker *w, uint32_t d, uint8_t c) {
 static inline uint64_t far_head_groups(const walker *w, uint32_t s, uint32_t loop, uint32_t n) {
     const xg2_grammar *g = w->g;
     if (!(loop & 1) || !g->head_groups[s]) return 0;
-    int32_t max = g->loops[(loop >> 1) - 1].max;
-    return max < 0 || (uint32_t)max - n >= w->far ? g->head_groups[s] : 0;
+    const xg2_loop *l = &g->loops[(loop >> 1) - 1]; /* (a head that loops to itself is never short of its minimum) */
+    return l->max < 0 || (uint32_t)l->max - n >= w->far + l->slack ? g->head_groups[s] : 0;
 }
 
 /* The bytes state s has a transition on (the children of a trie node a walk

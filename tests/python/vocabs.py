@@ -742,4 +742,103 @@ _add(GrammarCase(
     closers=("]", "|", ".", "+", "-"),
 ))
 
+# Length(body, unit, min, max): a pattern's automaton (written one rule per state)
+# under a count of units, as the JSON Schema front-end writes a pattern with
+# minLength/maxLength.  Counted in the parser item, each state knowing how many
+# units it still needs at least and may take at most, so no prefix is a dead end:
+# words of 2..40 characters, digit runs of at least 30, "(ab)+" of 2..6 (lengths
+# with gaps: the count is spelled out as states), and text ending in exactly 8
+# digits of 12..300 characters (long whitespace tokens cross the bound, which is
+# felt 8 characters early).
+LENGTH_EBNF = r"""
+root ::= "[" item ("," item)* "]"
+item ::= "\"" Length(w0, [^"\\\x00-\x1f], 2, 40) "\"" | "#" Length(k0, [0-9x], 30) | "(" Length(p0, [ab], 2, 6) ")"
+       | "<" Length(h0, [^<>], 12, 300) ">"
+w0 ::= [a-zé] w1
+w1 ::= [a-zé] w1 | "-" w2 | ""
+w2 ::= [0-9] w3
+w3 ::= [0-9] w3 | "-" w2 | ""
+k0 ::= [0-9] k1
+k1 ::= [0-9] k1 | "x" k0 | ""
+p0 ::= "a" p1
+p1 ::= "b" p2
+p2 ::= "a" p1 | ""
+h0 ::= [a-z ] h0 | [0-9]{8}
+"""
+_LEN_W = regex.compile(r"[a-zé]+(?:-[0-9]+)*")
+_LEN_K = regex.compile(r"[0-9]+(?:x[0-9]+)*")
+_LEN_P = regex.compile(r"(?:ab)+")
+_LEN_H = regex.compile(r"[a-z ]*[0-9]{8}")
+
+
+def _len_w_viable(s: str) -> bool:
+    need = 1 if not s or s.endswith("-") else 0
+    return _LEN_W.fullmatch(s, partial=True) is not None and len(s) + need <= 40
+
+
+def _len_h_viable(s: str) -> bool:
+    if _LEN_H.fullmatch(s, partial=True) is None:
+        return False
+    digits = len(s) - len(s.rstrip("0123456789"))
+    if not digits:  # letters may still be added to reach 12
+        return len(s) + 8 <= 300
+    return 12 <= len(s) - digits + 8 <= 300
+
+
+_LENGTH_ITEMS = {
+    '"': ('"', lambda s: _LEN_W.fullmatch(s) is not None and 2 <= len(s) <= 40, _len_w_viable),
+    "#": (",]", lambda s: _LEN_K.fullmatch(s) is not None and len(s) >= 30,
+          lambda s: _LEN_K.fullmatch(s, partial=True) is not None),
+    "(": (")", lambda s: _LEN_P.fullmatch(s) is not None and 2 <= len(s) <= 6,
+          lambda s: _LEN_P.fullmatch(s, partial=True) is not None and len(s) + len(s) % 2 <= 6),
+    "<": (">", lambda s: _LEN_H.fullmatch(s) is not None and 12 <= len(s) <= 300, _len_h_viable),
+}
+
+
+def _length_item(r: _Reader) -> None:
+    opener = r.peek()
+    if opener not in _LENGTH_ITEMS:
+        raise Reject(f"no item starts with {opener!r}")
+    r.i += 1
+    stop, full, viable_part = _LENGTH_ITEMS[opener]
+    start = r.i
+    while True:
+        if r.at_end():  # (viability is prefix-closed: checking at the end is enough)
+            if viable_part(r.s[start:]):
+                raise NeedMore()
+            raise Reject("no completion within the count")
+        if r.s[r.i] in stop:
+            if not full(r.s[start:r.i]):
+                raise Reject("item out of its pattern or count")
+            if opener != "#":
+                r.i += 1
+            return
+        r.i += 1
+
+
+def _length_parse(r: _Reader) -> None:
+    r.take("[")
+    _length_item(r)
+    while True:
+        if r.peek() == "]":
+            r.i += 1
+            return
+        r.take(",")
+        _length_item(r)
+
+
+length_full, length_prefix = _prefix_and_full(_length_parse)
+
+
+_add(GrammarCase(
+    "length", LENGTH_EBNF,
+    [
+        '["abc-12-7",#' + "1" * 35 + ',(abab),"é' + "x" * 38 + '",<' + "the quick brown fox " * 14 + "12345678>]",
+        '[(ab),"zz",#' + "12x3" * 10 + ",<abcd12345678>]",
+        '["' + "q" * 20 + "-" + "9" * 19 + '",<' + " " * 292 + "00000000>]",
+    ],
+    length_full, length_prefix,
+    closers=('"', ">", ")", "]", ",", "1", "ab", "12345678"),
+))
+
 GRAMMAR_NAMES = list(CASES)
