@@ -22,6 +22,11 @@ The schemas are generated here (nothing is read from disk but the tokenizer):
 ``anyof_200``             ``anyOf`` of 200 small closed object schemas: ten objects of
                           different branches; one mixing two branches (invalid)
 ``anyof_200_array``       an array of those: 200 objects
+``anyof_bounded_strings`` ``anyOf`` of a 64-character code and a 10-2,000-character text:
+                          two length counters that start on the same character
+``pattern_10k``           ``pattern`` ``^[a-z]+( [a-z]+)*$`` with ``minLength`` 100 and
+                          ``maxLength`` 10000: 9,000 characters of words; too short, and
+                          10,001 characters (invalid)
 ========================  ==============================================================
 
 ``--scale F`` multiplies the instance sizes (not the schemas); the invalid instances
@@ -235,6 +240,12 @@ def pressure_cases(scale: float = 1.0, seed: int = 0) -> List[SchemaCase]:
                               {"type": "string", "minLength": 10, "maxLength": 2000}]}
     add("anyof_bounded_strings", code_or_text,
         [("HELLO_1", True), (text_of(rng, n(1500)), True), ("short", False), ("x" * 2001, False)])  # fmt: skip
+
+    # a pattern under a long length bound: the count kept beside the pattern's automaton
+    words = {"type": "string", "pattern": "^[a-z]+( [a-z]+)*$", "minLength": 100, "maxLength": 10000}
+    text = " ".join(w for w in text_of(rng, n(11000) + 100).split() if w.isalpha() and w.islower())[: max(n(9000), 100)]
+    add("pattern_10k", words, [(text.rstrip(" ") + "z", True), ("ab cd", False)]
+        + ([(" ".join(["abcd"] * 2001)[:10001], False)] if long_invalid else []))  # fmt: skip
     return cases
 
 

@@ -55,8 +55,6 @@ typedef struct {
     uint32_t conflict_expr; /* on XG2__LOOP_CONFLICT: the repetition to run as a rule instead */
 } xg2_dfa;
 
-#define XG2_REST_ANY 0xFFFFFFFFu
-
 /* Returned (with no message) when a counted loop cannot be kept apart from what
  * surrounds it in its rule's automaton; the caller runs it as a counted rule. */
 #define XG2__LOOP_CONFLICT 100

@@ -133,7 +133,7 @@ static inline uint32_t xg2__loop_step(const xg2_grammar *g, uint32_t s, uint32_t
         const xg2_loop *l = &g->loops[(lt >> 1) - 1];
         const uint32_t *r = g->rest + 2 * (size_t)t;
         if (l->max >= 0 && (uint64_t)n + r[0] > (uint64_t)l->max) return UINT32_MAX;
-        if (r[1] != 0xFFFFFFFFu && (uint64_t)n + r[1] < (uint64_t)l->min) return UINT32_MAX;
+        if (r[1] != XG2_REST_ANY && (uint64_t)n + r[1] < (uint64_t)l->min) return UINT32_MAX;
     }
     return n;
 }

@@ -69,6 +69,8 @@ enum {
 #define XF_EXCLUDE 2
 #define XF_COUNTED 4 /* XE_REPEAT run as a counted loop inside its rule's automaton */
 
+#define XG2_REST_ANY 0xFFFFFFFFu /* a Length automaton state's most units left: no limit */
+
 enum { RK_FSM, RK_REPEAT };
 
 typedef struct {

@@ -102,14 +102,16 @@ static inline void pair_bytes(const xg2_grammar *g, const xg2_slice *s, uint32_t
 static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, int k, uint32_t q, uint32_t count) {
     const xg2_slice *s = &v->slices[k];
     uint32_t loop = g->states[q].loop >> 1;
-    int may_leave = 1;
-    if (__atomic_load_n(&g->contained[q], __ATOMIC_RELAXED) >> k & 1) return 1;
+    int may_leave = 1, rest_checked = 0, finite_seen = 0;
     if (loop) {
         const xg2_loop *l = &g->loops[loop - 1];
         if (l->max >= 0 && (uint32_t)l->max - count < xg2__loop_far(g, loop, xg2__count_far(v))) return 0;
         may_leave = count >= (uint32_t)l->min;
-        if (l->rest_checked && !may_leave) return 0; /* (a state's steps depend on the count till then) */
+        rest_checked = l->rest_checked;
     }
+    /* (a state of a Length loop is remembered only from a proof that met no state
+     * with a most-units-left: there the count below the minimum never mattered) */
+    if (__atomic_load_n(&g->contained[q], __ATOMIC_RELAXED) >> k & 1) return 1;
     /* seen pairs: open addressing (keys + 1; 0 = empty), over twice the pair limit;
      * a per-thread table, its used slots cleared on the way out (clearing it
      * all would cost more than most walks) */
@@ -142,6 +144,11 @@ static int slice_contained(const xg2_grammar *g, const xg2_vocab *v, int k, uint
                 ok = 0;
                 goto done;
             }
+            if (rest_checked && g->rest[2 * (size_t)t + 1] != XG2_REST_ANY) {
+                /* a state the minimum can refuse: fine at or past it, else unknown */
+                if (!may_leave) { ok = 0; goto done; }
+                finite_seen = 1;
+            }
             uint64_t key = ((uint64_t)row[c] << 32 | t) + 1;
             if (key == last) continue;
             last = key;
@@ -166,7 +173,7 @@ done:
          * of each) is contained too (all it leads to was checked): remember
          * them, so the states of a long automaton prove at once after the first. */
         uint64_t key = seen[used[i]] - 1;
-        if (ok && !loop && s->dfa_final[key >> 32]) __atomic_fetch_or(&g->contained[(uint32_t)key], (uint8_t)(1u << k), __ATOMIC_RELAXED);
+        if (ok && (!loop || (rest_checked && !finite_seen)) && s->dfa_final[key >> 32]) __atomic_fetch_or(&g->contained[(uint32_t)key], (uint8_t)(1u << k), __ATOMIC_RELAXED);
         seen[used[i]] = 0;
     }
     return ok;

@@ -193,12 +193,14 @@ def test_pressure_script(tmp_path):
     # the full-size set: the sizes the README states, and labels that jsonschema agrees with
     cases = {c.id: c for c in pressure.pressure_cases(1.0)}
     assert set(cases) >= {"string_10k", "strings_5x10k", "int_array_10k", "object_array_10k", "nested_50",
-                          "recursive_tree", "properties_2000", "enum_5000", "anyof_200"}  # fmt: skip
+                          "recursive_tree", "properties_2000", "enum_5000", "anyof_200", "pattern_10k"}  # fmt: skip
     assert len(cases["enum_5000"].schema["enum"]) == 5000
     assert len(cases["properties_2000"].schema["properties"]) == 2000
     assert len(cases["anyof_200"].schema["anyOf"]) == 200
     assert max(len(d) for d, v in cases["string_10k"].tests if v) == 9000
     assert len(cases["int_array_10k"].tests[0][0]) == 5000
+    assert 9000 <= max(len(d) for d, v in cases["pattern_10k"].tests if v) <= 9001
+    assert cases["pattern_10k"].schema["maxLength"] == 10000
     jsonschema = pytest.importorskip("jsonschema")
     for c in cases.values():
         validator = jsonschema.Draft202012Validator(c.schema)
