@@ -1475,8 +1475,12 @@ static int length_error(const xg2_ir *ir, uint32_t rule, const char *what) {
  * expanded in place); anything else is expanded byte by byte. */
 static int length_body(const xg2_ir *ir, uint32_t id, const uint8_t *inline_rule, xg2_regions *regions, xg2_dfa *out) {
     const xg2_expr *e = &ir->exprs.a[id];
-    if (e->kind == XE_REF && ir->rules.a[e->a].kind == RK_FSM && ir->rules.a[e->a].lookahead < 0)
+    if (e->kind == XE_REF && ir->rules.a[e->a].kind == RK_FSM && ir->rules.a[e->a].lookahead < 0) {
+        if (ir->exprs.a[ir->rules.a[e->a].body].kind == XE_LENGTH) /* (and no recursion through a chain of them) */
+            return xg2__fail(XG2_ERR_GRAMMAR, "the body of a Length(...) cannot be another Length(...) (rule \"%s\")",
+                             xg2__ir_name(ir, e->a));
         return xg2__fsm_build(ir, ir->rules.a[e->a].body, inline_rule, regions, e->a, 0, out);
+    }
     return xg2__fsm_build(ir, id, NULL, NULL, UINT32_MAX, 1, out);
 }
 
@@ -1643,7 +1647,7 @@ static int build_length(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_r
     int unit_ok = U.n > 0 && !U.final[0];
     for (uint32_t s = 0; s < U.n && unit_ok; s++)
         unit_ok = !(U.final[s] && U.boff[s + 1] > U.boff[s]) && !(U.roff[s + 1] > U.roff[s]);
-    if (unit_ok) { /* finite: no cycle (breadth-first numbering: a back edge is one to an earlier state) */
+    if (unit_ok) { /* finite: no cycle (every component one state, none with a self edge) */
         uint32_t *cmp = xg2__malloc(sizeof(uint32_t) * U.n), nc = 0;
         if (!cmp || dfa_scc(&U, cmp, &nc)) { xg2__free(cmp); rc = XG2_NOMEM(); goto out; }
         unit_ok = nc == U.n;

@@ -130,6 +130,8 @@ def test_prints_and_parses_back():
     ('root ::= Length(s0, [ab], 0, 30000)\ns0 ::= ("ab")+', "irregular"),
     ('root ::= Length(s0, [a-z], 1\ns0 ::= "a"', "expected ')'"),
     ('root ::= "x" (= Length(s0, [a-z], 1))\ns0 ::= "a"', "lookahead"),
+    ('root ::= Length(s1, [a-z], 1)\ns1 ::= Length(s0, [a-z], 1)\ns0 ::= "a"', "needs a regular body"),
+    ('x ::= Length(s0, [a-z], 1)\nroot ::= Length(x_length_1, [a-z], 1)\ns0 ::= "a"', "cannot be another Length"),
 ])
 def test_bad_length_is_a_clear_error(ebnf, message):
     with pytest.raises(GrammarError, match=re.escape(message)):
