@@ -613,8 +613,14 @@ static int parse_rule(parser *p) {
         return perr(p, "expected '::=' after the rule name, found %s", describe(p, b, sizeof b));
     adv(p, 3);
     p->cur_rule = r;
+    uint32_t first_new = p->ir->rules.n;
     uint32_t body = parse_choices(p);
     if (p->rc) return p->rc;
+    /* A body that is one Length(...) is that rule's own (no rule lifted for
+     * it: a printed grammar parses back to the same rules). */
+    const xg2_expr *be = &p->ir->exprs.a[body];
+    if (be->kind == XE_REF && be->a >= first_new && p->ir->exprs.a[p->ir->rules.a[be->a].body].kind == XE_LENGTH)
+        body = p->ir->rules.a[be->a].body;
     int32_t la = -1;
     skip_ws(p);
     if (peekc(p, 0) == '(' && peekc(p, 1) == '=') {
