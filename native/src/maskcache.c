@@ -1199,11 +1199,43 @@ static inline uint32_t popcount64(uint64_t x) {
     return (uint32_t)((x * 0x0101010101010101ull) >> 56);
 }
 
+/* Near a Length loop's maximum (count at least its minimum), a token of L
+ * bytes takes at most L units, so one with L + slack <= max - count fares as
+ * it does far from the maximum: the split is the far item's (count max - far,
+ * computed or found first) for those, and a walk of the longer tokens only --
+ * the vocabulary's trie of tokens of at least `long_min` bytes -- for the rest.
+ * Sets *far_e (a reference the caller drops) and *k, or leaves *far_e NULL. */
+static int near_bound(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_mask_entry **far_e, int *k) {
+    *far_e = NULL;
+    const xg2_state *st = &g->states[it->state];
+    if (!st->loop || !is_pure(g, it->state)) return XG2_OK;
+    const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
+    uint32_t cap = xg2__loop_far(g, st->loop >> 1, xg2__count_far(v));
+    if (!l->rest_checked || l->max < 0 || it->count < (uint32_t)l->min || (uint32_t)l->max - it->count >= cap ||
+        (uint32_t)l->max < cap || (uint32_t)l->max - cap < (uint32_t)l->min)
+        return XG2_OK;
+    uint32_t safe = (uint32_t)l->max - it->count - l->slack; /* tokens of up to this many bytes */
+    *k = -1;
+    for (int j = 0; j < XG2_N_LONG; j++)
+        if (XG2_LONG_MIN[j] <= safe + 1) *k = j;
+    if (*k < 0) return XG2_OK;
+    xg2_item far = *it;
+    far.count = (uint32_t)l->max - cap;
+    uint64_t k1, k2;
+    xg2__mask_key(g, v, &far, &k1, &k2);
+    return xg2__mask_entry_get(g, v, &far, k1, k2, far_e);
+}
+
 static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_mask_entry **out) {
+    /* (first: the far item's entry may be computed with the same scratch) */
+    xg2_mask_entry *far_e = NULL;
+    int long_k = 0;
+    int rc0 = near_bound(g, v, it, &far_e, &long_k);
+    if (rc0) return rc0;
     size_t words = v->words;
     uint32_t depth = v->max_token_len + 2;
     workspace *ws = ws_get(words, depth);
-    if (!ws) return XG2_NOMEM();
+    if (!ws) { if (far_e) xg2__pool_release(far_e); return XG2_NOMEM(); }
     int rc = XG2_OK;
     uint8_t taken = 0;
     uint32_t *acc = ws->acc;
@@ -1219,11 +1251,17 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
                 .set_size = ws->set_size, .set_hash = ws->set_hash, .set_loop = ws->set_loop,
                 .far = xg2__count_far(v), .taken = &taken};
     if (!ws->have_p) {
-        if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) return rc;
+        if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) {
+            if (far_e) xg2__pool_release(far_e);
+            return rc;
+        }
         ws->have_p = 1;
     } else {
         ws->p.g = g;
-        if ((rc = xg2__parser_reinit_local(&ws->p, it->state, it->count))) goto drop_parser;
+        if ((rc = xg2__parser_reinit_local(&ws->p, it->state, it->count))) {
+            if (far_e) xg2__pool_release(far_e);
+            goto drop_parser;
+        }
     }
 
     /* The walks: the item's own automaton from a pure state; nested in the one
@@ -1232,7 +1270,27 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
      * callees' walks take slices); calls stepped as an NFA; else the Earley
      * parser from the start. */
     uint32_t q0 = it->state, callees[XG2_SPLIT_MAX], n_split;
-    if (is_pure(g, q0)) {
+    if (far_e) { /* near a Length loop's maximum: the far split, and the long tokens walked */
+        const xg2_long_tokens *lt = &v->longs[long_k];
+        w.comp[0] = w.cand[0] = 0;
+        w.qs[0] = q0;
+        w.cs[0] = it->count;
+        rc = walk(&w, &lt->trie, acc, &ws->unc);
+        if (!rc && far_e->bits) {
+            for (size_t i = 0; i < words; i++) acc[i] |= far_e->bits[i] & ~lt->bits[i];
+        } else if (!rc) {
+            for (uint32_t i = 0; i < far_e->n_acc; i++) {
+                int32_t t = far_e->acc[i];
+                if (!(lt->bits[t >> 5] >> (t & 31) & 1)) acc[t >> 5] |= 1u << (t & 31);
+            }
+        }
+        for (uint32_t i = 0; i < far_e->n_unc && !rc; i++) {
+            int32_t t = far_e->unc[i];
+            if (!(lt->bits[t >> 5] >> (t & 31) & 1) && vec_push(&ws->unc, t)) rc = XG2_NOMEM();
+        }
+        if (!rc) rc = xg2__vocab_sort_unique_ids(v, ws->unc.a, &ws->unc.n); /* (trie order) */
+        xg2__pool_release(far_e);
+    } else if (is_pure(g, q0)) {
         rc = walk_from(&w, v, q0, it->count, XG2_NONE, acc, &ws->unc);
     } else if ((g->states[q0].flags & SF_REPEAT) && unit_child(g, g->states[q0].rule) != XG2_NONE) {
         rc = walk_from(&w, v, q0, it->count, g->states[q0].rule, acc, &ws->unc); /* its iterations, nested */

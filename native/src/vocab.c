@@ -276,6 +276,10 @@ static void vocab_destroy(xg2_vocab *v) {
     xg2__free(v->special_ids);
     xg2__trie_free(&v->trie);
     xg2__slices_free(v);
+    for (int k = 0; k < XG2_N_LONG; k++) {
+        xg2__trie_free(&v->longs[k].trie);
+        xg2__free(v->longs[k].bits);
+    }
     xg2__pool_free(&v->pool);
     xg2__free(v);
 }
@@ -364,6 +368,19 @@ int xg2_vocab_new(int type, const char *data, const uint32_t *offsets, int32_t n
     uint32_t n = 0;
     for (int32_t i = 0; i < n_tokens; i++)
         if (!v->flags[i]) ids[n++] = i;
+    for (int k = 0; k < XG2_N_LONG && !rc; k++) { /* (before the full trie takes ids over) */
+        int32_t *long_ids = xg2__malloc(sizeof(int32_t) * (n ? n : 1));
+        v->longs[k].bits = xg2__calloc(v->words ? v->words : 1, sizeof(uint32_t));
+        if (!long_ids || !v->longs[k].bits) { xg2__free(long_ids); xg2__free(ids); rc = XG2_NOMEM(); goto fail; }
+        uint32_t m = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (v->off[ids[i] + 1] - v->off[ids[i]] >= XG2_LONG_MIN[k]) {
+                long_ids[m++] = ids[i];
+                v->longs[k].bits[ids[i] >> 5] |= 1u << (ids[i] & 31);
+            }
+        rc = xg2__trie_build(v, long_ids, m, &v->longs[k].trie);
+    }
+    if (rc) { xg2__free(ids); goto fail; }
     if ((rc = xg2__trie_build(v, ids, n, &v->trie))) goto fail;
     if ((rc = xg2__slices_build(v))) goto fail;
     *out = v;

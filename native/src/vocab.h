@@ -69,6 +69,15 @@ typedef struct {
 
 enum { XG2_SLICE_JSON, XG2_SLICE_TEXT, XG2_SLICE_VISIBLE, XG2_SLICE_WORDSPACE, XG2_SLICE_WORD, XG2_N_SLICES }; /* widest first */
 
+/* Tokens of at least XG2_LONG_MIN[k] bytes, as a trie and a bitset: near a
+ * Length loop's maximum only they can fare otherwise than far from it. */
+#define XG2_N_LONG 3
+static const uint32_t XG2_LONG_MIN[XG2_N_LONG] = {8, 16, 32};
+typedef struct {
+    xg2_trie trie;
+    uint32_t *bits;
+} xg2_long_tokens;
+
 struct xg2_vocab {
     int refs;
     int type;
@@ -85,6 +94,7 @@ struct xg2_vocab {
     uint32_t max_token_len;
     uint32_t words;      /* mask words: ceil(vocab_size / 32) */
     xg2_slice slices[XG2_N_SLICES];
+    xg2_long_tokens longs[XG2_N_LONG];
     xg2_pool pool;       /* token-mask cache entries of every grammar for this vocabulary */
 };
 
