@@ -1199,35 +1199,48 @@ static inline uint32_t popcount64(uint64_t x) {
     return (uint32_t)((x * 0x0101010101010101ull) >> 56);
 }
 
-/* Near a Length loop's maximum (count at least its minimum), a token of L
- * bytes takes at most L units, so one with L + slack <= max - count fares as
- * it does far from the maximum: the split is the far item's (count max - far,
- * computed or found first) for those, and a walk of the longer tokens only --
- * the vocabulary's trie of tokens of at least `long_min` bytes -- for the rest.
- * Sets *far_e (a reference the caller drops) and *k, or leaves *far_e NULL. */
+#define NEAR_PROBES 8 /* earlier counts of a state looked up for a roomier split */
+
+/* Near a counted loop's maximum (count at least its minimum), a token of L
+ * bytes starts at most L iterations (a Length loop's: units), so one with
+ * L + slack <= max - count fares as it does with more room: the split is that
+ * of the same state at any count from max(max - far, min) up, when the pool
+ * has one, for those, and a walk of the longer tokens only -- the vocabulary's trie of the
+ * tokens of at least XG2_LONG_MIN[k] bytes -- for the rest.  (A string under
+ * maxLength 50 is near its bound all along: every position would walk the
+ * whole vocabulary.)  Sets *far_e (a reference the caller drops) and *k, or
+ * leaves *far_e NULL. */
 static int near_bound(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_mask_entry **far_e, int *k) {
     *far_e = NULL;
     const xg2_state *st = &g->states[it->state];
     if (!st->loop || !is_pure(g, it->state)) return XG2_OK;
     const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
     uint32_t cap = xg2__loop_far(g, st->loop >> 1, xg2__count_far(v));
-    if (!l->rest_checked || l->max < 0 || it->count < (uint32_t)l->min || (uint32_t)l->max - it->count >= cap ||
-        (uint32_t)l->max < cap || (uint32_t)l->max - cap < (uint32_t)l->min)
-        return XG2_OK;
+    if (l->max < 0 || it->count < (uint32_t)l->min || (uint32_t)l->max - it->count >= cap) return XG2_OK;
+    uint32_t roomy = (uint32_t)l->max > cap && (uint32_t)l->max - cap > (uint32_t)l->min ? (uint32_t)l->max - cap
+                                                                                        : (uint32_t)l->min;
+    if (roomy >= it->count || (uint32_t)l->max - it->count < l->slack) return XG2_OK;
     uint32_t safe = (uint32_t)l->max - it->count - l->slack; /* tokens of up to this many bytes */
     *k = -1;
     for (int j = 0; j < XG2_N_LONG; j++)
         if (XG2_LONG_MIN[j] <= safe + 1) *k = j;
     if (*k < 0) return XG2_OK;
+    /* Only from an entry already there (a state met at one count only, as most
+     * of a pattern's are, would pay a whole walk for it on top): the roomiest,
+     * else one of the counts just before (a string's previous tokens). */
     xg2_item far = *it;
-    far.count = (uint32_t)l->max - cap;
-    uint64_t k1, k2;
-    xg2__mask_key(g, v, &far, &k1, &k2);
-    return xg2__mask_entry_get(g, v, &far, k1, k2, far_e);
+    for (uint32_t back = 0; back <= NEAR_PROBES && !*far_e; back++) {
+        if (back && it->count - back < (uint32_t)l->min) break;
+        far.count = back ? it->count - back : roomy;
+        if (back && far.count <= roomy) break;
+        uint64_t k1, k2;
+        xg2__mask_key(g, v, &far, &k1, &k2);
+        *far_e = xg2__pool_find((xg2_pool *)&v->pool, k1, k2);
+    }
+    return XG2_OK;
 }
 
 static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_mask_entry **out) {
-    /* (first: the far item's entry may be computed with the same scratch) */
     xg2_mask_entry *far_e = NULL;
     int long_k = 0;
     int rc0 = near_bound(g, v, it, &far_e, &long_k);
@@ -1270,7 +1283,7 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
      * callees' walks take slices); calls stepped as an NFA; else the Earley
      * parser from the start. */
     uint32_t q0 = it->state, callees[XG2_SPLIT_MAX], n_split;
-    if (far_e) { /* near a Length loop's maximum: the far split, and the long tokens walked */
+    if (far_e) { /* near a loop's maximum: the roomier split, and the long tokens walked */
         const xg2_long_tokens *lt = &v->longs[long_k];
         w.comp[0] = w.cand[0] = 0;
         w.qs[0] = q0;

@@ -70,7 +70,7 @@ typedef struct {
 enum { XG2_SLICE_JSON, XG2_SLICE_TEXT, XG2_SLICE_VISIBLE, XG2_SLICE_WORDSPACE, XG2_SLICE_WORD, XG2_N_SLICES }; /* widest first */
 
 /* Tokens of at least XG2_LONG_MIN[k] bytes, as a trie and a bitset: near a
- * Length loop's maximum only they can fare otherwise than far from it. */
+ * counted loop's maximum only they can fare otherwise than further from it. */
 #define XG2_N_LONG 3
 static const uint32_t XG2_LONG_MIN[XG2_N_LONG] = {8, 16, 32};
 typedef struct {
