@@ -1201,22 +1201,25 @@ static inline uint32_t popcount64(uint64_t x) {
 
 #define NEAR_PROBES 8 /* earlier counts of a state looked up for a roomier split */
 
-/* Near a counted loop's maximum (count at least its minimum), a token of L
- * bytes starts at most L iterations (a Length loop's: units), so one with
- * L + slack <= max - count fares as it does with more room: the split is that
- * of the same state at any count from max(max - far, min) up, when the pool
- * has one, for those, and a walk of the longer tokens only -- the vocabulary's trie of the
- * tokens of at least XG2_LONG_MIN[k] bytes -- for the rest.  (A string under
- * maxLength 50 is near its bound all along: every position would walk the
- * whole vocabulary.)  Sets *far_e (a reference the caller drops) and *k, or
- * leaves *far_e NULL. */
+/* Near a Length loop's maximum (count at least its minimum), a token of L
+ * bytes takes at most L units, so one with L + slack <= max - count fares as
+ * it does with more room: the split is that of the same state at any count
+ * from max(max - far, min) up, when the pool has one, for those, and a walk of
+ * the longer tokens only -- the vocabulary's trie of the tokens of at least
+ * XG2_LONG_MIN[k] bytes -- for the rest.  (Only Length loops: a pattern's
+ * narrow classes take no token slice, so their walks go token by token
+ * anyway; a JSON string's own walk takes the slice of string characters in
+ * bulk, which beats walking the 38k tokens of 8 bytes or more, or even the
+ * 1.8k of 16, one by one.)  Sets *far_e (a reference the caller drops) and
+ * *k, or leaves *far_e NULL. */
 static int near_bound(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_mask_entry **far_e, int *k) {
     *far_e = NULL;
     const xg2_state *st = &g->states[it->state];
     if (!st->loop || !is_pure(g, it->state)) return XG2_OK;
     const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
     uint32_t cap = xg2__loop_far(g, st->loop >> 1, xg2__count_far(v));
-    if (l->max < 0 || it->count < (uint32_t)l->min || (uint32_t)l->max - it->count >= cap) return XG2_OK;
+    if (!l->rest_checked || l->max < 0 || it->count < (uint32_t)l->min || (uint32_t)l->max - it->count >= cap)
+        return XG2_OK;
     uint32_t roomy = (uint32_t)l->max > cap && (uint32_t)l->max - cap > (uint32_t)l->min ? (uint32_t)l->max - cap
                                                                                         : (uint32_t)l->min;
     if (roomy >= it->count || (uint32_t)l->max - it->count < l->slack) return XG2_OK;
@@ -1230,9 +1233,8 @@ static int near_bound(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *
      * else one of the counts just before (a string's previous tokens). */
     xg2_item far = *it;
     for (uint32_t back = 0; back <= NEAR_PROBES && !*far_e; back++) {
-        if (back && it->count - back < (uint32_t)l->min) break;
+        if (back && (back > it->count || it->count - back <= roomy)) break; /* (roomy >= min) */
         far.count = back ? it->count - back : roomy;
-        if (back && far.count <= roomy) break;
         uint64_t k1, k2;
         xg2__mask_key(g, v, &far, &k1, &k2);
         *far_e = xg2__pool_find((xg2_pool *)&v->pool, k1, k2);
@@ -1297,11 +1299,22 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
                 if (!(lt->bits[t >> 5] >> (t & 31) & 1)) acc[t >> 5] |= 1u << (t & 31);
             }
         }
-        for (uint32_t i = 0; i < far_e->n_unc && !rc; i++) {
-            int32_t t = far_e->unc[i];
-            if (!(lt->bits[t >> 5] >> (t & 31) & 1) && vec_push(&ws->unc, t)) rc = XG2_NOMEM();
+        if (!rc && far_e->n_unc) { /* both lists in byte order (trie order): merged */
+            uint32_t n_long = ws->unc.n, n_short = 0;
+            int32_t *merged = xg2__malloc(sizeof(int32_t) * ((size_t)2 * far_e->n_unc + n_long));
+            if (!merged) rc = XG2_NOMEM();
+            for (uint32_t i = 0; i < far_e->n_unc && !rc; i++) {
+                int32_t t = far_e->unc[i];
+                if (!(lt->bits[t >> 5] >> (t & 31) & 1)) merged[n_long + far_e->n_unc + n_short++] = t;
+            }
+            if (!rc) {
+                xg2__vocab_merge_ids(v, ws->unc.a, n_long, merged + n_long + far_e->n_unc, n_short, merged);
+                ws->unc.n = 0;
+                if (vec_reserve(&ws->unc, n_long + n_short)) rc = XG2_NOMEM();
+                else memcpy(ws->unc.a, merged, sizeof(int32_t) * (n_long + n_short)), ws->unc.n = n_long + n_short;
+            }
+            xg2__free(merged);
         }
-        if (!rc) rc = xg2__vocab_sort_unique_ids(v, ws->unc.a, &ws->unc.n); /* (trie order) */
         xg2__pool_release(far_e);
     } else if (is_pure(g, q0)) {
         rc = walk_from(&w, v, q0, it->count, XG2_NONE, acc, &ws->unc);

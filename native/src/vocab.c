@@ -95,6 +95,14 @@ static int cmp_token(const xg2_vocab *v, int32_t x, int32_t y) {
     return (x > y) - (x < y);
 }
 
+void xg2__vocab_merge_ids(const xg2_vocab *v, const int32_t *a, uint32_t na, const int32_t *b, uint32_t nb,
+                          int32_t *out) {
+    uint32_t i = 0, j = 0, k = 0;
+    while (i < na && j < nb) out[k++] = cmp_token(v, a[i], b[j]) <= 0 ? a[i++] : b[j++];
+    while (i < na) out[k++] = a[i++];
+    while (j < nb) out[k++] = b[j++];
+}
+
 /* Merge sort of token ids by bytes (stable, no global state). */
 void xg2__vocab_sort_ids(const xg2_vocab *v, int32_t *a, int32_t *tmp, uint32_t n) {
     if (n < 2) return;

@@ -70,7 +70,7 @@ typedef struct {
 enum { XG2_SLICE_JSON, XG2_SLICE_TEXT, XG2_SLICE_VISIBLE, XG2_SLICE_WORDSPACE, XG2_SLICE_WORD, XG2_N_SLICES }; /* widest first */
 
 /* Tokens of at least XG2_LONG_MIN[k] bytes, as a trie and a bitset: near a
- * counted loop's maximum only they can fare otherwise than further from it. */
+ * Length loop's maximum only they can fare otherwise than further from it. */
 #define XG2_N_LONG 3
 static const uint32_t XG2_LONG_MIN[XG2_N_LONG] = {8, 16, 32};
 typedef struct {
@@ -112,6 +112,10 @@ XG2_HIDDEN void xg2__trie_free(xg2_trie *t);
 static inline uint32_t xg2__count_far(const xg2_vocab *v) {
     return (v->max_token_len < 32766 ? v->max_token_len : 32766) + 1;
 }
+
+/* Merge two lists of token ids sorted by their bytes into out (na + nb ids). */
+XG2_HIDDEN void xg2__vocab_merge_ids(const xg2_vocab *v, const int32_t *a, uint32_t na, const int32_t *b, uint32_t nb,
+                                     int32_t *out);
 
 /* Sort token ids by their bytes (tmp: scratch of n ids). */
 XG2_HIDDEN void xg2__vocab_sort_ids(const xg2_vocab *v, int32_t *ids, int32_t *tmp, uint32_t n);
