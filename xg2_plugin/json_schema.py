@@ -1617,8 +1617,8 @@ class _Converter:
             if not_vals:
                 comp = R.words_dfa(not_vals).complement()
                 dfa = comp if dfa is None else dfa.intersect(comp)
-            if min_len > 0 or max_len is not None:
-                span = None if dfa is None or dfa.is_empty() else dfa.count_span()
+            if min_len > 0 or max_len is not None:  # (dfa is set: an unconstrained string returned above)
+                span = None if dfa.is_empty() else dfa.count_span()
                 if span is not None:
                     lo, hi = span
                     if (max_len is not None and lo > max_len) or (hi is not None and hi < min_len):
@@ -1626,8 +1626,7 @@ class _Converter:
                     if lo < min_len or (max_len is not None and (hi is None or hi > max_len)):
                         length = (min_len, max_len)
                 else:
-                    lim = R.length_dfa(min_len, max_len)
-                    dfa = lim if dfa is None else dfa.intersect(lim)
+                    dfa = dfa.intersect(R.length_dfa(min_len, max_len))
         except R.DFAError as e:
             kw, p = (irs[0][1], irs[0][2]) if irs else ("not", parts[0][1])
             self.fail(kw, p, f"the combined string constraints are too complex ({e})")

@@ -1465,6 +1465,15 @@ static void store(const xg2_u32vec *key, uint64_t hash, const xg2_u32vec *slots,
 
 /* ---- Length(body, unit, min, max) ---- */
 
+/* Not empty, and no string a proper prefix of another: nothing goes on from a
+ * final state (a counted loop's child, a Length unit). */
+static int self_delimiting(const xg2_dfa *d) {
+    int ok = d->n > 0 && !d->final[0];
+    for (uint32_t s = 0; s < d->n && ok; s++)
+        if (d->final[s] && (d->boff[s + 1] > d->boff[s] || d->roff[s + 1] > d->roff[s])) ok = 0;
+    return ok;
+}
+
 static int length_error(const xg2_ir *ir, uint32_t rule, const char *what) {
     return xg2__fail(XG2_ERR_GRAMMAR, "rule \"%s\": Length(...) %s",
                      rule != UINT32_MAX ? xg2__ir_name(ir, rule) : "(expression)", what);
@@ -1644,9 +1653,7 @@ static int build_length(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_r
         rc = length_error(ir, rule, "needs a regular body: no recursion, no counted repetition");
         goto out;
     }
-    int unit_ok = U.n > 0 && !U.final[0];
-    for (uint32_t s = 0; s < U.n && unit_ok; s++)
-        unit_ok = !(U.final[s] && U.boff[s + 1] > U.boff[s]) && !(U.roff[s + 1] > U.roff[s]);
+    int unit_ok = self_delimiting(&U); /* (built byte by byte: no rule edges) */
     if (unit_ok) { /* finite: no cycle (every component one state, none with a self edge) */
         uint32_t *cmp = xg2__malloc(sizeof(uint32_t) * U.n), nc = 0;
         if (!cmp || dfa_scc(&U, cmp, &nc)) { xg2__free(cmp); rc = XG2_NOMEM(); goto out; }
@@ -1864,9 +1871,7 @@ int xg2__fsm_unit_pattern(const xg2_ir *ir, uint32_t expr) {
         xg2__dfa_free(&d);
         return rc == XG2_ERR_NOMEM ? -1 : 0;
     }
-    int ok = d.n > 0 && !d.final[0];
-    for (uint32_t s = 0; s < d.n && ok; s++)
-        if (d.final[s] && (d.boff[s + 1] > d.boff[s] || d.roff[s + 1] > d.roff[s])) ok = 0;
+    int ok = self_delimiting(&d);
     xg2__dfa_free(&d);
     return ok;
 }

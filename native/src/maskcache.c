@@ -731,8 +731,8 @@ static int set_step(walker *w, uint32_t d, uint8_t c) {
 static inline uint64_t far_head_groups(const walker *w, uint32_t s, uint32_t loop, uint32_t n) {
     const xg2_grammar *g = w->g;
     if (!(loop & 1) || !g->head_groups[s]) return 0;
-    const xg2_loop *l = &g->loops[(loop >> 1) - 1]; /* (a head that loops to itself is never short of its minimum) */
-    return l->max < 0 || (uint32_t)l->max - n >= w->far + l->slack ? g->head_groups[s] : 0;
+    int32_t max = g->loops[(loop >> 1) - 1].max; /* (a head that loops to itself is never short of its minimum) */
+    return max < 0 || (uint32_t)max - n >= xg2__loop_far(g, loop >> 1, w->far) ? g->head_groups[s] : 0;
 }
 
 /* The bytes state s has a transition on (the children of a trie node a walk
@@ -1206,51 +1206,84 @@ static inline uint32_t popcount64(uint64_t x) {
  * it does with more room: the split is that of the same state at any count
  * from max(max - far, min) up, when the pool has one, for those, and a walk of
  * the longer tokens only -- the vocabulary's trie of the tokens of at least
- * XG2_LONG_MIN[k] bytes -- for the rest.  (Only Length loops: a pattern's
+ * XG2_LONG_MIN[*k] bytes -- for the rest.  (Only Length loops: a pattern's
  * narrow classes take no token slice, so their walks go token by token
  * anyway; a JSON string's own walk takes the slice of string characters in
  * bulk, which beats walking the 38k tokens of 8 bytes or more, or even the
- * 1.8k of 16, one by one.)  Sets *far_e (a reference the caller drops) and
- * *k, or leaves *far_e NULL. */
-static int near_bound(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_mask_entry **far_e, int *k) {
-    *far_e = NULL;
+ * 1.8k of 16, one by one.)  Returns that entry with a reference the caller
+ * drops, or NULL.  Only an entry already there (a state met at one count only,
+ * as most of a pattern's are, would pay a whole walk for it on top): the
+ * roomiest, else one of the counts just before (a string's previous tokens). */
+static xg2_mask_entry *roomier_entry(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, int *k) {
     const xg2_state *st = &g->states[it->state];
-    if (!st->loop || !is_pure(g, it->state)) return XG2_OK;
+    if (!st->loop || !is_pure(g, it->state)) return NULL;
     const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
     uint32_t cap = xg2__loop_far(g, st->loop >> 1, xg2__count_far(v));
     if (!l->rest_checked || l->max < 0 || it->count < (uint32_t)l->min || (uint32_t)l->max - it->count >= cap)
-        return XG2_OK;
+        return NULL;
     uint32_t roomy = (uint32_t)l->max > cap && (uint32_t)l->max - cap > (uint32_t)l->min ? (uint32_t)l->max - cap
                                                                                         : (uint32_t)l->min;
-    if (roomy >= it->count || (uint32_t)l->max - it->count < l->slack) return XG2_OK;
+    if (roomy >= it->count || (uint32_t)l->max - it->count < l->slack) return NULL;
     uint32_t safe = (uint32_t)l->max - it->count - l->slack; /* tokens of up to this many bytes */
     *k = -1;
     for (int j = 0; j < XG2_N_LONG; j++)
         if (XG2_LONG_MIN[j] <= safe + 1) *k = j;
-    if (*k < 0) return XG2_OK;
-    /* Only from an entry already there (a state met at one count only, as most
-     * of a pattern's are, would pay a whole walk for it on top): the roomiest,
-     * else one of the counts just before (a string's previous tokens). */
+    if (*k < 0) return NULL;
     xg2_item far = *it;
-    for (uint32_t back = 0; back <= NEAR_PROBES && !*far_e; back++) {
+    xg2_mask_entry *e = NULL;
+    for (uint32_t back = 0; back <= NEAR_PROBES && !e; back++) {
         if (back && (back > it->count || it->count - back <= roomy)) break; /* (roomy >= min) */
         far.count = back ? it->count - back : roomy;
         uint64_t k1, k2;
         xg2__mask_key(g, v, &far, &k1, &k2);
-        *far_e = xg2__pool_find((xg2_pool *)&v->pool, k1, k2);
+        e = xg2__pool_find((xg2_pool *)&v->pool, k1, k2);
     }
+    return e;
+}
+
+/* Near a Length loop's bound: the roomier split `far_e` for the tokens not in
+ * `lt`, a walk for those in it (w set up for state q0). */
+static int walk_near_bound(walker *w, const xg2_vocab *v, const xg2_item *it, const xg2_mask_entry *far_e,
+                           const xg2_long_tokens *lt, uint32_t *acc, i32vec *unc) {
+    w->comp[0] = w->cand[0] = 0;
+    w->qs[0] = it->state;
+    w->cs[0] = it->count;
+    int rc = walk(w, &lt->trie, acc, unc);
+    if (rc) return rc;
+#define IS_LONG(t) (lt->bits[(t) >> 5] >> ((t) & 31) & 1)
+    if (far_e->bits) {
+        for (size_t i = 0; i < v->words; i++) acc[i] |= far_e->bits[i] & ~lt->bits[i];
+    } else {
+        for (uint32_t i = 0; i < far_e->n_acc; i++)
+            if (!IS_LONG(far_e->acc[i])) acc[far_e->acc[i] >> 5] |= 1u << (far_e->acc[i] & 31);
+    }
+    if (!far_e->n_unc) return XG2_OK;
+    /* both uncertain lists are in byte order (trie order): merged, not sorted */
+    int32_t *shorts = xg2__malloc(sizeof(int32_t) * far_e->n_unc);
+    int32_t *merged = xg2__malloc(sizeof(int32_t) * ((size_t)unc->n + far_e->n_unc));
+    if (!shorts || !merged) {
+        xg2__free(shorts);
+        xg2__free(merged);
+        return XG2_NOMEM();
+    }
+    uint32_t n_short = 0;
+    for (uint32_t i = 0; i < far_e->n_unc; i++)
+        if (!IS_LONG(far_e->unc[i])) shorts[n_short++] = far_e->unc[i];
+#undef IS_LONG
+    xg2__vocab_merge_ids(v, unc->a, unc->n, shorts, n_short, merged);
+    xg2__free(shorts);
+    xg2__free(unc->a); /* (the merged buffer becomes the list) */
+    unc->a = merged;
+    unc->cap = unc->n + far_e->n_unc;
+    unc->n += n_short;
     return XG2_OK;
 }
 
 static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_mask_entry **out) {
-    xg2_mask_entry *far_e = NULL;
-    int long_k = 0;
-    int rc0 = near_bound(g, v, it, &far_e, &long_k);
-    if (rc0) return rc0;
     size_t words = v->words;
     uint32_t depth = v->max_token_len + 2;
     workspace *ws = ws_get(words, depth);
-    if (!ws) { if (far_e) xg2__pool_release(far_e); return XG2_NOMEM(); }
+    if (!ws) return XG2_NOMEM();
     int rc = XG2_OK;
     uint8_t taken = 0;
     uint32_t *acc = ws->acc;
@@ -1266,17 +1299,11 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
                 .set_size = ws->set_size, .set_hash = ws->set_hash, .set_loop = ws->set_loop,
                 .far = xg2__count_far(v), .taken = &taken};
     if (!ws->have_p) {
-        if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) {
-            if (far_e) xg2__pool_release(far_e);
-            return rc;
-        }
+        if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) return rc;
         ws->have_p = 1;
     } else {
         ws->p.g = g;
-        if ((rc = xg2__parser_reinit_local(&ws->p, it->state, it->count))) {
-            if (far_e) xg2__pool_release(far_e);
-            goto drop_parser;
-        }
+        if ((rc = xg2__parser_reinit_local(&ws->p, it->state, it->count))) goto drop_parser;
     }
 
     /* The walks: the item's own automaton from a pure state; nested in the one
@@ -1285,36 +1312,10 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
      * callees' walks take slices); calls stepped as an NFA; else the Earley
      * parser from the start. */
     uint32_t q0 = it->state, callees[XG2_SPLIT_MAX], n_split;
-    if (far_e) { /* near a loop's maximum: the roomier split, and the long tokens walked */
-        const xg2_long_tokens *lt = &v->longs[long_k];
-        w.comp[0] = w.cand[0] = 0;
-        w.qs[0] = q0;
-        w.cs[0] = it->count;
-        rc = walk(&w, &lt->trie, acc, &ws->unc);
-        if (!rc && far_e->bits) {
-            for (size_t i = 0; i < words; i++) acc[i] |= far_e->bits[i] & ~lt->bits[i];
-        } else if (!rc) {
-            for (uint32_t i = 0; i < far_e->n_acc; i++) {
-                int32_t t = far_e->acc[i];
-                if (!(lt->bits[t >> 5] >> (t & 31) & 1)) acc[t >> 5] |= 1u << (t & 31);
-            }
-        }
-        if (!rc && far_e->n_unc) { /* both lists in byte order (trie order): merged */
-            uint32_t n_long = ws->unc.n, n_short = 0;
-            int32_t *merged = xg2__malloc(sizeof(int32_t) * ((size_t)2 * far_e->n_unc + n_long));
-            if (!merged) rc = XG2_NOMEM();
-            for (uint32_t i = 0; i < far_e->n_unc && !rc; i++) {
-                int32_t t = far_e->unc[i];
-                if (!(lt->bits[t >> 5] >> (t & 31) & 1)) merged[n_long + far_e->n_unc + n_short++] = t;
-            }
-            if (!rc) {
-                xg2__vocab_merge_ids(v, ws->unc.a, n_long, merged + n_long + far_e->n_unc, n_short, merged);
-                ws->unc.n = 0;
-                if (vec_reserve(&ws->unc, n_long + n_short)) rc = XG2_NOMEM();
-                else memcpy(ws->unc.a, merged, sizeof(int32_t) * (n_long + n_short)), ws->unc.n = n_long + n_short;
-            }
-            xg2__free(merged);
-        }
+    xg2_mask_entry *far_e;
+    int long_k = 0;
+    if ((far_e = roomier_entry(g, v, it, &long_k))) { /* near a Length loop's maximum */
+        rc = walk_near_bound(&w, v, it, far_e, &v->longs[long_k], acc, &ws->unc);
         xg2__pool_release(far_e);
     } else if (is_pure(g, q0)) {
         rc = walk_from(&w, v, q0, it->count, XG2_NONE, acc, &ws->unc);

@@ -109,10 +109,7 @@ void xg2__vocab_sort_ids(const xg2_vocab *v, int32_t *a, int32_t *tmp, uint32_t 
     uint32_t h = n / 2;
     xg2__vocab_sort_ids(v, a, tmp, h);
     xg2__vocab_sort_ids(v, a + h, tmp, n - h);
-    uint32_t i = 0, j = h, k = 0;
-    while (i < h && j < n) tmp[k++] = cmp_token(v, a[i], a[j]) <= 0 ? a[i++] : a[j++];
-    while (i < h) tmp[k++] = a[i++];
-    while (j < n) tmp[k++] = a[j++];
+    xg2__vocab_merge_ids(v, a, h, a + h, n - h, tmp);
     memcpy(a, tmp, sizeof(int32_t) * n);
 }
 
