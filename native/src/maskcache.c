@@ -1199,28 +1199,44 @@ static inline uint32_t popcount64(uint64_t x) {
     return (uint32_t)((x * 0x0101010101010101ull) >> 56);
 }
 
-#define NEAR_PROBES 8 /* earlier counts of a state looked up for a roomier split */
+#define NEAR_PROBES 32 /* earlier counts of a state looked up for a roomier split */
 
-/* Near a Length loop's maximum (count at least its minimum), a token of L
- * bytes takes at most L units, so one with L + slack <= max - count fares as
- * it does with more room: the split is that of the same state at any count
- * from max(max - far, min) up, when the pool has one, for those, and a walk of
- * the longer tokens only -- the vocabulary's trie of the tokens of at least
- * XG2_LONG_MIN[*k] bytes -- for the rest.  (Only Length loops: a pattern's
- * narrow classes take no token slice, so their walks go token by token
- * anyway; a JSON string's own walk takes the slice of string characters in
- * bulk, which beats walking the 38k tokens of 8 bytes or more, or even the
- * 1.8k of 16, one by one.)  Returns that entry with a reference the caller
- * drops, or NULL.  Only an entry already there (a state met at one count only,
- * as most of a pattern's are, would pay a whole walk for it on top): the
- * roomiest, else one of the counts just before (a string's previous tokens). */
+/* A loop over JSON string characters at its head q (count n < max): every
+ * whole character of the slice's class (each starts an iteration) leads back
+ * to q, ending no rule on the way.  Then a slice member of m characters (a
+ * trailing partial one counting as one) is accepted from (q, n) iff
+ * m <= max - n, with no context needed. */
+static int json_char_loop(const xg2_grammar *g, const xg2_vocab *v, uint32_t q, uint32_t n) {
+    const xg2_slice *s = &v->slices[XG2_SLICE_JSON];
+    const xg2_state *st = &g->states[q];
+    if (!s->upto || !(st->loop & 1) || (st->flags & SF_FINAL)) return 0;
+    const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
+    for (int w = 0; w < 4; w++)
+        if (s->alive[0].w[w] & ~l->first.w[w]) return 0;
+    uint32_t to;
+    return class_target(g, s, q, n, &to) && to == q;
+}
+
+/* Near a counted loop's maximum (count at least its minimum), a token of L
+ * bytes takes at most L iterations, so one with L + slack <= max - count fares
+ * as it does with more room: the split is that of the same state at any count
+ * from max(max - far, min) up, when the pool has one, for those, and only the
+ * longer tokens -- the vocabulary's tokens of at least XG2_LONG_MIN[*k] bytes
+ * -- are decided here.  For a Length loop they are walked; for a loop over
+ * JSON string characters (see json_char_loop) the JSON slice's members among
+ * them are taken by length and only the few others walked.  (Other loops do
+ * not qualify: their walks take slices of the whole vocabulary in bulk, which
+ * beats walking the 38k tokens of 8 bytes or more one by one.)  Returns that
+ * entry with a reference the caller drops, or NULL.  Only an entry already
+ * there (a state met at one count only, as most of a pattern's are, would pay
+ * a whole walk for it on top): the roomiest, else one of the counts just
+ * before (a string's previous tokens). */
 static xg2_mask_entry *roomier_entry(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, int *k) {
     const xg2_state *st = &g->states[it->state];
     if (!st->loop || !is_pure(g, it->state)) return NULL;
     const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
     uint32_t cap = xg2__loop_far(g, st->loop >> 1, xg2__count_far(v));
-    if (!l->rest_checked || l->max < 0 || it->count < (uint32_t)l->min || (uint32_t)l->max - it->count >= cap)
-        return NULL;
+    if (l->max < 0 || it->count < (uint32_t)l->min || (uint32_t)l->max - it->count >= cap) return NULL;
     uint32_t roomy = (uint32_t)l->max > cap && (uint32_t)l->max - cap > (uint32_t)l->min ? (uint32_t)l->max - cap
                                                                                         : (uint32_t)l->min;
     if (roomy >= it->count || (uint32_t)l->max - it->count < l->slack) return NULL;
@@ -1229,6 +1245,7 @@ static xg2_mask_entry *roomier_entry(const xg2_grammar *g, const xg2_vocab *v, c
     for (int j = 0; j < XG2_N_LONG; j++)
         if (XG2_LONG_MIN[j] <= safe + 1) *k = j;
     if (*k < 0) return NULL;
+    if (!l->rest_checked && !json_char_loop(g, v, it->state, it->count)) return NULL;
     xg2_item far = *it;
     xg2_mask_entry *e = NULL;
     for (uint32_t back = 0; back <= NEAR_PROBES && !e; back++) {
@@ -1241,14 +1258,25 @@ static xg2_mask_entry *roomier_entry(const xg2_grammar *g, const xg2_vocab *v, c
     return e;
 }
 
-/* Near a Length loop's bound: the roomier split `far_e` for the tokens not in
- * `lt`, a walk for those in it (w set up for state q0). */
+/* Near a counted loop's bound: the roomier split `far_e` for the tokens not in
+ * `lt`, and those in it decided (w set up for state q0): walked (a Length
+ * loop), or the JSON slice's members taken by length and the rest walked. */
 static int walk_near_bound(walker *w, const xg2_vocab *v, const xg2_item *it, const xg2_mask_entry *far_e,
                            const xg2_long_tokens *lt, uint32_t *acc, i32vec *unc) {
+    const xg2_loop *l = &w->g->loops[(w->g->states[it->state].loop >> 1) - 1];
     w->comp[0] = w->cand[0] = 0;
     w->qs[0] = it->state;
     w->cs[0] = it->count;
-    int rc = walk(w, &lt->trie, acc, unc);
+    int rc;
+    if (l->rest_checked) {
+        rc = walk(w, &lt->trie, acc, unc);
+    } else {
+        uint32_t r = (uint32_t)l->max - it->count; /* >= 7: see roomier_entry */
+        const uint32_t *up = v->slices[XG2_SLICE_JSON].upto +
+                             (size_t)((r < XG2_SLICE_MAX_CHARS ? r : XG2_SLICE_MAX_CHARS) - 1) * v->words;
+        for (size_t i = 0; i < v->words; i++) acc[i] |= up[i] & lt->bits[i];
+        rc = walk(w, &lt->json_rest, acc, unc);
+    }
     if (rc) return rc;
 #define IS_LONG(t) (lt->bits[(t) >> 5] >> ((t) & 31) & 1)
     if (far_e->bits) {
@@ -1314,7 +1342,7 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     uint32_t q0 = it->state, callees[XG2_SPLIT_MAX], n_split;
     xg2_mask_entry *far_e;
     int long_k = 0;
-    if ((far_e = roomier_entry(g, v, it, &long_k))) { /* near a Length loop's maximum */
+    if ((far_e = roomier_entry(g, v, it, &long_k))) { /* near a counted loop's maximum */
         rc = walk_near_bound(&w, v, it, far_e, &v->longs[long_k], acc, &ws->unc);
         xg2__pool_release(far_e);
     } else if (is_pure(g, q0)) {

@@ -283,6 +283,7 @@ static void vocab_destroy(xg2_vocab *v) {
     xg2__slices_free(v);
     for (int k = 0; k < XG2_N_LONG; k++) {
         xg2__trie_free(&v->longs[k].trie);
+        xg2__trie_free(&v->longs[k].json_rest);
         xg2__free(v->longs[k].bits);
     }
     xg2__pool_free(&v->pool);
@@ -304,6 +305,28 @@ static int copy_ids(const int32_t *src, int32_t n, int32_t vocab_size, const cha
             return xg2__fail(XG2_ERR_ARG, "%s token id %d is out of range [0, %d)", what, src[i],
                              vocab_size);
         (*dst)[i] = src[i];
+    }
+    return XG2_OK;
+}
+
+/* Per long-token set, the trie of its tokens that are not members of the
+ * JSON-string slice of at most 32 characters (left empty when the vocabulary
+ * has no such slice). */
+static int long_json_rest(xg2_vocab *v) {
+    const xg2_slice *s = &v->slices[XG2_SLICE_JSON];
+    if (!s->upto) return XG2_OK;
+    const uint32_t *members = s->upto + (size_t)(XG2_SLICE_MAX_CHARS - 1) * v->words;
+    for (int k = 0; k < XG2_N_LONG; k++) {
+        const uint32_t *bits = v->longs[k].bits;
+        uint32_t m = 0;
+        for (size_t i = 0; i < v->words; i++) m += (uint32_t)__builtin_popcount(bits[i] & ~members[i]);
+        int32_t *ids = xg2__malloc(sizeof(int32_t) * (m ? m : 1));
+        if (!ids) return XG2_NOMEM();
+        m = 0;
+        for (size_t i = 0; i < v->words; i++)
+            for (uint32_t x = bits[i] & ~members[i]; x; x &= x - 1) ids[m++] = (int32_t)(i * 32 + (uint32_t)__builtin_ctz(x));
+        int rc = xg2__trie_build(v, ids, m, &v->longs[k].json_rest);
+        if (rc) return rc;
     }
     return XG2_OK;
 }
@@ -388,6 +411,7 @@ int xg2_vocab_new(int type, const char *data, const uint32_t *offsets, int32_t n
     if (rc) { xg2__free(ids); goto fail; }
     if ((rc = xg2__trie_build(v, ids, n, &v->trie))) goto fail;
     if ((rc = xg2__slices_build(v))) goto fail;
+    if ((rc = long_json_rest(v))) goto fail;
     *out = v;
     return XG2_OK;
 fail:

@@ -70,12 +70,16 @@ typedef struct {
 enum { XG2_SLICE_JSON, XG2_SLICE_TEXT, XG2_SLICE_VISIBLE, XG2_SLICE_WORDSPACE, XG2_SLICE_WORD, XG2_N_SLICES }; /* widest first */
 
 /* Tokens of at least XG2_LONG_MIN[k] bytes, as a trie and a bitset: near a
- * Length loop's maximum only they can fare otherwise than further from it. */
+ * counted loop's maximum only they can fare otherwise than further from it.
+ * `json_rest`: those of them that are not members of the JSON-string slice of
+ * at most 32 characters (near the maximum of a loop over JSON string
+ * characters the members are taken by length, the others walked). */
 #define XG2_N_LONG 3
 static const uint32_t XG2_LONG_MIN[XG2_N_LONG] = {8, 16, 32};
 typedef struct {
     xg2_trie trie;
     uint32_t *bits;
+    xg2_trie json_rest;
 } xg2_long_tokens;
 
 struct xg2_vocab {
