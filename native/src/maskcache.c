@@ -266,7 +266,11 @@ static int slice_loops(const xg2_grammar *g, const xg2_vocab *v, const xg2_slice
     uint32_t loop = g->states[q].loop >> 1;
     if (loop) {
         const xg2_loop *l = &g->loops[loop - 1];
-        if (l->max >= 0 && (uint32_t)l->max - count < xg2__loop_far(g, loop, xg2__count_far(v))) return 0;
+        uint32_t far = xg2__loop_far(g, loop, xg2__count_far(v));
+        if (l->max >= 0 && (uint32_t)l->max - count < far) return 0;
+        /* a suffix is walked at the count before its token's whole characters:
+         * wrong where they could reach the minimum (leaving needs it) */
+        if (count < (uint32_t)l->min && (uint32_t)l->min - count < far) return 0;
     }
     if (!class_target(g, s, q, count, q1)) return 0;
     if (*q1 == q) return 1; /* (*ends already says whether q may end) */

@@ -123,6 +123,7 @@ BOUNDED = [
     ({"type": "string", "maxLength": 64, "minLength": 1}, ["localhost", "a" * 64, "quote \" inside"]),
     ({"type": "string", "maxLength": 100}, ["words " * 16, "emoji 😀😀😀 and more"]),
     ({"type": "string", "maxLength": 200}, ["long " * 39, "x" * 200, "word " * 14 + " " * 70 + "end"]),
+    ({"type": "string", "minLength": 150}, ["x" * 150, "many words " * 14 + "end."]),  # (near the minimum)
     ({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "id": {"type": "integer"}},
       "required": ["name"]}, [{"name": "ab cd ef gh", "id": 3}, {"name": "twelve chars"}]),
 ]
