@@ -19,8 +19,8 @@
 #define XG2_MAX_NEST_DEPTH 200          /* nested groups in grammar text */
 #define XG2_MAX_RULES (1 << 20)         /* rules after normalisation */
 #define XG2_MAX_REPEAT (1 << 24)        /* bound in {n,m} */
-#define XG2_UNROLL_LIMIT 32             /* {n,m} with m <= this is unrolled into the FSM */
-#define XG2_UNROLL_BUDGET 2048          /* ... and so is a larger one whose unrolled size stays below this */
+#define XG2_UNROLL_LIMIT 8              /* {n,m} with m <= this is unrolled into the FSM */
+#define XG2_UNROLL_BUDGET 256           /* ... and so is a larger one whose unrolled size stays below this */
 #define XG2_PEEL_ITERATIONS 128         /* a conflicting counted loop: written out up to this many iterations */
 #define XG2_PEEL_BUDGET 256             /* ... and at most this many in all, per grammar */
 #define XG2_PEEL_ITEM_BYTES 12          /* ... of items this long at most (a JSON character, escaped: \\uD83D\\uDE00) */

@@ -588,7 +588,10 @@ uint32_t xg2__ir_max_bytes(const xg2_ir *ir, uint32_t id, int depth) {
 
 /* A repetition is compressed (counted) only when unrolling it would cost
  * more automaton than the budget: small bodies repeated a few dozen times
- * (a hostname label's {0,61}) stay plain automata, which mask fast. */
+ * (a hostname label's {0,61}) stay plain automata, which mask fast.  A JSON
+ * string character (a score of states) under a maxLength of more than 8 is
+ * counted: near the bound its masks derive from each other (maskcache.c),
+ * where written-out copies would each be a state of its own, walked anew. */
 static int large_repeat(const xg2_ir *ir, const xg2_expr *e) {
     uint64_t count = e->max >= 0 ? (uint64_t)e->max : (uint64_t)e->min;
     if (count <= XG2_UNROLL_LIMIT) return 0;

@@ -1311,6 +1311,53 @@ static int walk_near_bound(walker *w, const xg2_vocab *v, const xg2_item *it, co
     return XG2_OK;
 }
 
+/* A full walk near a JSON string's maxLength: at the head of a loop over JSON
+ * string characters (json_char_loop) with the count at least the minimum,
+ * below the maximum and within a token's reach of it, where every byte that
+ * starts an iteration is one a JSON string character starts with (any other
+ * byte leaves the loop, after which the count no longer matters).  Then, r =
+ * max - count: the slice's members are accepted iff they have at most r
+ * characters; a token with whole characters first and then a byte that leaves
+ * the string fares as what follows them does (the slice's suffix trie, walked
+ * once for all of them) if it has at most r of them; every other token (none
+ * first: the slice's heads; or the json_bounded `cont` ones) is walked whole
+ * from the item. */
+static int bounded_string(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it) {
+    const xg2_state *st = &g->states[it->state];
+    if (!st->loop || !is_pure(g, it->state) || !v->json_bounded.sfx_upto) return 0;
+    const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
+    if (l->rest_checked || l->max < 0 || it->count < (uint32_t)l->min || it->count >= (uint32_t)l->max) return 0;
+    if ((uint32_t)l->max - it->count >= xg2__loop_far(g, st->loop >> 1, xg2__count_far(v))) return 0;
+    const xg2_slice *s = &v->slices[XG2_SLICE_JSON];
+    for (int w = 0; w < 4; w++) {
+        uint64_t starts = s->alive[0].w[w] | (w == '\\' / 64 ? 1ull << ('\\' % 64) : 0);
+        if (l->first.w[w] & ~starts) return 0;
+    }
+    return json_char_loop(g, v, it->state, it->count);
+}
+
+/* The walk of bounded_string (acc and unc empty on entry). */
+static int walk_bounded_string(walker *w, const xg2_vocab *v, const xg2_item *it, uint32_t *acc, i32vec *unc) {
+    const xg2_loop *l = &w->g->loops[(w->g->states[it->state].loop >> 1) - 1];
+    uint32_t r = (uint32_t)l->max - it->count;
+    if (r > XG2_SLICE_MAX_CHARS) r = XG2_SLICE_MAX_CHARS;
+    const xg2_slice *s = &v->slices[XG2_SLICE_JSON];
+    const uint32_t *keep = v->json_bounded.sfx_upto + (size_t)(r - 1) * v->words;
+    const uint32_t *members = s->upto + (size_t)(r - 1) * v->words;
+    w->comp[0] = w->cand[0] = 0;
+    w->qs[0] = it->state;
+    w->cs[0] = it->count;
+    int rc = walk(w, &s->suffixes, acc, unc);
+    if (rc) return rc;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < unc->n; i++)
+        if (keep[unc->a[i] >> 5] >> (unc->a[i] & 31) & 1) unc->a[n++] = unc->a[i];
+    unc->n = n;
+    for (size_t i = 0; i < v->words; i++) acc[i] = (acc[i] & keep[i]) | members[i];
+    if ((rc = walk(w, &s->heads, acc, unc))) return rc;
+    return walk(w, &v->json_bounded.cont, acc, unc);
+}
+
 static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_mask_entry **out) {
     size_t words = v->words;
     uint32_t depth = v->max_token_len + 2;
@@ -1349,6 +1396,8 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     if ((far_e = roomier_entry(g, v, it, &long_k))) { /* near a counted loop's maximum */
         rc = walk_near_bound(&w, v, it, far_e, &v->longs[long_k], acc, &ws->unc);
         xg2__pool_release(far_e);
+    } else if (bounded_string(g, v, it)) {
+        rc = walk_bounded_string(&w, v, it, acc, &ws->unc);
     } else if (is_pure(g, q0)) {
         rc = walk_from(&w, v, q0, it->count, XG2_NONE, acc, &ws->unc);
     } else if ((g->states[q0].flags & SF_REPEAT) && unit_child(g, g->states[q0].rule) != XG2_NONE) {

@@ -173,6 +173,51 @@ static int mark_subtrees(xg2_vocab *v) {
     return XG2_OK;
 }
 
+/* The bytes a JSON string character may start with: the JSON slice's first
+ * bytes and the escape's backslash. */
+static void json_char_starts(const xg2_slice *s, xg2_byteset *out) {
+    *out = s->alive[0];
+    byteset_add(out, '\\');
+}
+
+/* v->json_bounded (see vocab.h), from the JSON slice. */
+static int build_json_bounded(xg2_vocab *v) {
+    const xg2_slice *s = &v->slices[XG2_SLICE_JSON];
+    xg2_json_bounded *jb = &v->json_bounded;
+    size_t words = v->words;
+    const uint32_t *members = s->upto + (size_t)(XG2_SLICE_MAX_CHARS - 1) * words;
+    xg2_byteset starts;
+    json_char_starts(s, &starts);
+    jb->sfx_upto = xg2__calloc(words * XG2_SLICE_MAX_CHARS, sizeof(uint32_t));
+    int32_t *cont = xg2__malloc(sizeof(int32_t) * (v->trie.n_ids ? v->trie.n_ids : 1));
+    if (!jb->sfx_upto || !cont) {
+        xg2__free(cont);
+        return XG2_NOMEM();
+    }
+    uint32_t n_cont = 0;
+    for (uint32_t k = 0; k < v->trie.n_ids; k++) {
+        int32_t t = v->trie.ids[k];
+        if (members[t >> 5] >> (t & 31) & 1) continue;
+        const uint8_t *b = (const uint8_t *)v->bytes + v->off[t];
+        uint32_t w = whole_prefix(s, v, t), len = v->off[t + 1] - v->off[t], chars = 0;
+        if (w == 0) continue; /* walked from the start (the slice's heads) */
+        for (uint32_t i = 0, q = 0; i < w; i++) {
+            q = (uint32_t)s->dfa[256 * q + b[i]];
+            chars += s->dfa_final[q];
+        }
+        if (w == len || chars > XG2_SLICE_MAX_CHARS || byteset_has(&starts, b[w]))
+            cont[n_cont++] = t;
+        else
+            jb->sfx_upto[(size_t)(chars - 1) * words + (t >> 5)] |= 1u << (t & 31);
+    }
+    for (uint32_t l = 1; l < XG2_SLICE_MAX_CHARS; l++) {
+        uint32_t *cur = jb->sfx_upto + (size_t)l * words;
+        const uint32_t *prev = cur - words;
+        for (size_t i = 0; i < words; i++) cur[i] |= prev[i];
+    }
+    return xg2__trie_build(v, cont, n_cont, &jb->cont);
+}
+
 int xg2__slices_build(xg2_vocab *v) {
     int rc = build_slice(v, json_ranges, sizeof json_ranges / sizeof *json_ranges / 2, &v->slices[XG2_SLICE_JSON]);
     if (!rc) rc = build_slice(v, text_ranges, sizeof text_ranges / sizeof *text_ranges / 2, &v->slices[XG2_SLICE_TEXT]);
@@ -184,6 +229,7 @@ int xg2__slices_build(xg2_vocab *v) {
                          &v->slices[XG2_SLICE_WORDSPACE]);
     if (!rc) rc = build_slice(v, word_ranges, sizeof word_ranges / sizeof *word_ranges / 2, &v->slices[XG2_SLICE_WORD]);
     if (!rc) rc = mark_subtrees(v);
+    if (!rc) rc = build_json_bounded(v);
     return rc;
 }
 
@@ -202,4 +248,7 @@ void xg2__slices_free(xg2_vocab *v) {
         xg2__trie_free(&s->suffixes);
         memset(s, 0, sizeof *s);
     }
+    xg2__free(v->json_bounded.sfx_upto);
+    xg2__trie_free(&v->json_bounded.cont);
+    memset(&v->json_bounded, 0, sizeof v->json_bounded);
 }

@@ -82,6 +82,20 @@ typedef struct {
     xg2_trie json_rest;
 } xg2_long_tokens;
 
+/* For a full walk near a JSON string's maxLength (maskcache.c,
+ * walk_bounded_string): the matchable tokens that are not members of the JSON
+ * slice of at most 32 characters yet start with whole string characters,
+ * split by what follows those.  `sfx_upto` + (l - 1) * words: those with at
+ * most l whole characters first and then a byte no JSON string character
+ * starts with (the string is left there: their fate is that of the rest, at
+ * any count, given the room for the l characters).  `cont`: the others (more
+ * than 32 whole characters, or then a backslash or a character the slice
+ * leaves out), walked whole. */
+typedef struct {
+    uint32_t *sfx_upto;
+    xg2_trie cont;
+} xg2_json_bounded;
+
 struct xg2_vocab {
     int refs;
     int type;
@@ -99,6 +113,7 @@ struct xg2_vocab {
     uint32_t words;      /* mask words: ceil(vocab_size / 32) */
     xg2_slice slices[XG2_N_SLICES];
     xg2_long_tokens longs[XG2_N_LONG];
+    xg2_json_bounded json_bounded;
     xg2_pool pool;       /* token-mask cache entries of every grammar for this vocabulary */
 };
 
