@@ -131,7 +131,8 @@ static uint32_t name_hash(const char *s, size_t n) {
 
 static int name_is(const xg2_ir *ir, uint32_t r, const char *name, size_t len) {
     const char *s = xg2__ir_name(ir, r);
-    return memcmp(s, name, len) == 0 && s[len] == 0;
+    /* (the stored name may be shorter than len, and the last in the buffer) */
+    return strnlen(s, len + 1) == len && memcmp(s, name, len) == 0;
 }
 
 /* Bring the name table up to date (grammars with thousands of rules look
