@@ -33,6 +33,7 @@ from operator import itemgetter
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+import numpy.ma  # noqa: F401  (np.unique imports it on first use: here, not on a schema's compile)
 
 try:  # Python >= 3.11
     import re._constants as _c
@@ -882,7 +883,7 @@ class DFA:
         # A round hashes each state's (class, successors' classes) to 64 bits (a
         # collision could only merge too much: the congruence check below catches
         # it, and the exact rounds then run).
-        mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=table.shape[1] + 1, dtype=np.uint64) | 1
+        mult = _round_multipliers(table.shape[1] + 1)
         for exact in (False, True):
             count = len(np.unique(cls))
             for _ in range(MINIMIZE_ROUNDS):
@@ -1074,6 +1075,20 @@ def length_dfa(lo: int, hi: Optional[int]) -> DFA:
     d = DFA(trans, [i >= lo for i in range(n)], trimmed=True)
     d.settled = True  # minimal: states differ by how many characters may follow
     return d
+
+
+@lru_cache(maxsize=256)
+def _round_multipliers(width: int):
+    """Odd 64-bit multipliers for the hashing rounds of DFA.minimized: a fixed
+    splitmix64 sequence (numpy arithmetic wraps; numpy.random would cost its
+    import, 5-15 ms, on the first schema that minimizes)."""
+    x = np.arange(1, width + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(0x94D049BB133111EB)
+    x ^= x >> np.uint64(31)
+    return x | np.uint64(1)
 
 
 @lru_cache(maxsize=128)
