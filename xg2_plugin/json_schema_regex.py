@@ -27,6 +27,7 @@ Pieces:
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from functools import lru_cache
 from itertools import groupby
 from operator import itemgetter
@@ -212,8 +213,13 @@ def _full_digits(width: int, base: int) -> str:
 
 
 def _shift(ranges: Tuple[Tuple[int, int], ...], lo: int, hi: int) -> Tuple[Tuple[int, int], ...]:
+    """The ranges' parts within [lo, hi], moved down by lo (ranges sorted and
+    disjoint: found by bisection, a Unicode class has hundreds)."""
     out = []
-    for a, b in ranges:
+    for i in range(max(bisect_left(ranges, (lo,)) - 1, 0), len(ranges)):
+        a, b = ranges[i]
+        if a > hi:
+            break
         a2, b2 = max(a, lo), min(b, hi)
         if a2 <= b2:
             out.append((a2 - lo, b2 - lo))
