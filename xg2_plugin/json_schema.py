@@ -1600,6 +1600,21 @@ class _Converter:
                 if b2 is not None and b2 < a2:
                     return None
                 return f"{q} {R.emit(R.n_rep(R.n_set(cs), a2, b2))} {q}"
+            # A length bound the pattern does not imply, where a length the pattern
+            # surely has fits it (its shortest, its longest, or any long one): the
+            # core's Length(...) counts the pattern's JSON characters and decides
+            # how (a counter, or the count written out where counts have gaps),
+            # with no automaton built here (for a body of plain repetitions: a
+            # Length body cannot hold a counted loop).
+            if not not_vals and R.every_part_matches(ir) and R.small_repeats(ir):
+                fits = (min_len <= lo and (max_len is None or lo <= max_len)) or \
+                       (hi is not None and min_len <= hi and (max_len is None or hi <= max_len)) or \
+                       (hi is None and max_len is None)
+                if fits:
+                    name = self.new_name(hint + "-str")
+                    self.add_rule(name, R.emit(ir))
+                    count = f"{min_len}" if max_len is None else f"{min_len}, {max_len}"
+                    return f"{q} Length({name}, {R.json_char()}, {count}) {q}"
         if not irs and not negs and not_vals and min_len == 0 and max_len is None:
             return f"{q} {self.string_except(not_vals)[0]} {q}"
         # general case: intersect automata; a length bound the language does not

@@ -520,6 +520,34 @@ def length_bounds(node) -> Tuple[int, Optional[int]]:
     return 0, 0
 
 
+def every_part_matches(node) -> bool:
+    """No empty class anywhere in the node (so every alternative and repetition
+    can be taken, and length_bounds' min and, when finite, max are lengths of
+    actual strings; an unbounded max means arbitrarily long ones)."""
+    t = node[0]
+    if t == "c":
+        return bool(node[1])
+    if t == "seq":  # (empty: the empty string)
+        return all(every_part_matches(x) for x in node[1])
+    if t == "alt":  # (empty: nothing)
+        return bool(node[1]) and all(every_part_matches(x) for x in node[1])
+    if t == "rep":
+        return every_part_matches(node[1])
+    return False
+
+
+def small_repeats(node, limit: int = 8) -> bool:
+    """Every repetition's bounds at most ``limit`` (an unbounded one's minimum):
+    the core writes such repetitions out (XG2_UNROLL_LIMIT), where a larger one
+    may become a counted loop, which a Length body cannot hold."""
+    t = node[0]
+    if t in ("seq", "alt"):
+        return all(small_repeats(x, limit) for x in node[1])
+    if t == "rep":
+        return node[2] <= limit and (node[3] is None or node[3] <= limit) and small_repeats(node[1], limit)
+    return True
+
+
 def emit(node) -> str:
     """EBNF text of an IR node over the JSON-encoded text (no quotes)."""
     t = node[0]

@@ -154,6 +154,8 @@ SCHEMAS = [  # (schema, values) -- a pattern with a length it does not imply
      ["123-4567", "123-456", 5]),
     ({"type": "string", "pattern": "^(ab)+$", "maxLength": 5},  # counts with gaps: written out
      ["ab", "abab", "ababab", "a", ""]),
+    ({"type": "string", "pattern": "^(https?://)?[a-z]+(\\.[a-z]+)*$", "minLength": 5, "maxLength": 12},  # as written: the core counts
+     ["ab.cd", "http://ab.c", "https://abcdef", "abcd", "a.b.c", "https://a.bc", "http://a.bcde"]),
     ({"type": "string", "format": "ipv4", "minLength": 9},
      ["1.2.3.4", "10.20.3.4", "255.255.255.255", "1.2.3.400", "10.0.0.10"]),
 ]
@@ -176,6 +178,9 @@ def test_front_end_counts_with_length_only_where_it_keeps():
     assert "Length(" in ebnf(pattern="^[a-z]+(-[0-9]+)*$", maxLength=1024)
     assert "Length(" in ebnf(pattern="[0-9a-f]{24}", minLength=35)
     assert "Length(" not in ebnf(pattern="^[a-z]{2,5}$", maxLength=9)  # implied
-    assert "Length(" not in ebnf(pattern="^(ab)+$", maxLength=9)  # gaps: the product
+    # gaps: the core writes the count out (a pattern of plain repetitions goes to the
+    # core as it is; one with a counted repetition is intersected here, as a product)
+    assert "Length(" in ebnf(pattern="^(ab)+$", maxLength=9)
+    assert "Length(" not in ebnf(pattern="^(ab){10,20}$", maxLength=30)
     big = ebnf(pattern="^[\\w /-]+\\.[0-9a-zA-Z]+$", minLength=1, maxLength=1024)
     assert len(big) < 20000  # the product written as states was 1,024 times the pattern
