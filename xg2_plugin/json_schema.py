@@ -1613,8 +1613,7 @@ class _Converter:
                 if fits:
                     name = self.new_name(hint + "-str")
                     self.add_rule(name, R.emit(ir))
-                    count = f"{min_len}" if max_len is None else f"{min_len}, {max_len}"
-                    return f"{q} Length({name}, {R.json_char()}, {count}) {q}"
+                    return _length_string(name, min_len, max_len)
         if not irs and not negs and not_vals and min_len == 0 and max_len is None:
             return f"{q} {self.string_except(not_vals)[0]} {q}"
         # general case: intersect automata; a length bound the language does not
@@ -1652,9 +1651,7 @@ class _Converter:
         if name is None:
             return None
         if length is not None:
-            lo, hi = length
-            count = f"{lo}" if hi is None else f"{lo}, {hi}"
-            return f"{q} Length({name}, {R.json_char()}, {count}) {q}"
+            return _length_string(name, *length)
         return f"{q} {name} {q}"
 
     # ------------------------------------------------------------------ objects
@@ -2536,6 +2533,13 @@ def _inert(s: dict, skip=frozenset()) -> bool:
 def _mentions(s: dict, t: str) -> bool:
     ty = s.get("type")
     return ty == t or (isinstance(ty, list) and t in ty)
+
+
+def _length_string(rule: str, lo: int, hi: Optional[int]) -> str:
+    """A JSON string of rule's strings counted to lo..hi characters (hi None:
+    no maximum) by the core's Length."""
+    count = f"{lo}" if hi is None else f"{lo}, {hi}"
+    return f'"\\"" Length({rule}, {R.json_char()}, {count}) "\\""'
 
 
 def _nonneg_int(conv, v, kw, path) -> int:

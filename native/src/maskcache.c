@@ -1181,7 +1181,7 @@ static int walk_from(const walker *base, const xg2_vocab *v, uint32_t q0, uint32
         uint32_t r;
         if (!s->rest.nodes || !slice_bounded(g, s, q0, n0, follow0, &r)) continue;
         if (r) {
-            const uint32_t *up = s->upto + (size_t)(r - 1) * v->words;
+            const uint32_t *up = xg2__upto(v, s->upto, r);
             for (size_t i = 0; i < v->words; i++) acc[i] |= up[i];
         }
         t = &s->rest;
@@ -1227,15 +1227,17 @@ static int json_char_loop(const xg2_grammar *g, const xg2_vocab *v, uint32_t q, 
  * from max(max - far, min) up, when the pool has one, for those, and only the
  * longer tokens -- the vocabulary's tokens of at least XG2_LONG_MIN[*k] bytes
  * -- are decided here.  For a Length loop they are walked; for a loop over
- * JSON string characters (see json_char_loop) the JSON slice's members among
- * them are taken by length and only the few others walked.  (Other loops do
+ * JSON string characters near its bound (string_near: see bounded_string) the
+ * JSON slice's members among them are taken by length and only the few others
+ * walked.  (Other loops do
  * not qualify: their walks take slices of the whole vocabulary in bulk, which
  * beats walking the 38k tokens of 8 bytes or more one by one.)  Returns that
  * entry with a reference the caller drops, or NULL.  Only an entry already
  * there (a state met at one count only, as most of a pattern's are, would pay
  * a whole walk for it on top): the roomiest, else one of the counts just
  * before (a string's previous tokens). */
-static xg2_mask_entry *roomier_entry(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, int *k) {
+static xg2_mask_entry *roomier_entry(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, int string_near,
+                                     int *k) {
     const xg2_state *st = &g->states[it->state];
     if (!st->loop || !is_pure(g, it->state)) return NULL;
     const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
@@ -1249,7 +1251,7 @@ static xg2_mask_entry *roomier_entry(const xg2_grammar *g, const xg2_vocab *v, c
     for (int j = 0; j < XG2_N_LONG; j++)
         if (XG2_LONG_MIN[j] <= safe + 1) *k = j;
     if (*k < 0) return NULL;
-    if (!l->rest_checked && !json_char_loop(g, v, it->state, it->count)) return NULL;
+    if (!l->rest_checked && !string_near) return NULL;
     xg2_item far = *it;
     xg2_mask_entry *e = NULL;
     for (uint32_t back = 0; back <= NEAR_PROBES && !e; back++) {
@@ -1276,8 +1278,7 @@ static int walk_near_bound(walker *w, const xg2_vocab *v, const xg2_item *it, co
         rc = walk(w, &lt->trie, acc, unc);
     } else {
         uint32_t r = (uint32_t)l->max - it->count; /* >= 7: see roomier_entry */
-        const uint32_t *up = v->slices[XG2_SLICE_JSON].upto +
-                             (size_t)((r < XG2_SLICE_MAX_CHARS ? r : XG2_SLICE_MAX_CHARS) - 1) * v->words;
+        const uint32_t *up = xg2__upto(v, v->slices[XG2_SLICE_JSON].upto, r);
         for (size_t i = 0; i < v->words; i++) acc[i] |= up[i] & lt->bits[i];
         rc = walk(w, &lt->json_rest, acc, unc);
     }
@@ -1328,11 +1329,8 @@ static int bounded_string(const xg2_grammar *g, const xg2_vocab *v, const xg2_it
     const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
     if (l->rest_checked || l->max < 0 || it->count < (uint32_t)l->min || it->count >= (uint32_t)l->max) return 0;
     if ((uint32_t)l->max - it->count >= xg2__loop_far(g, st->loop >> 1, xg2__count_far(v))) return 0;
-    const xg2_slice *s = &v->slices[XG2_SLICE_JSON];
-    for (int w = 0; w < 4; w++) {
-        uint64_t starts = s->alive[0].w[w] | (w == '\\' / 64 ? 1ull << ('\\' % 64) : 0);
-        if (l->first.w[w] & ~starts) return 0;
-    }
+    for (int w = 0; w < 4; w++)
+        if (l->first.w[w] & ~v->json_bounded.starts.w[w]) return 0;
     return json_char_loop(g, v, it->state, it->count);
 }
 
@@ -1340,10 +1338,9 @@ static int bounded_string(const xg2_grammar *g, const xg2_vocab *v, const xg2_it
 static int walk_bounded_string(walker *w, const xg2_vocab *v, const xg2_item *it, uint32_t *acc, i32vec *unc) {
     const xg2_loop *l = &w->g->loops[(w->g->states[it->state].loop >> 1) - 1];
     uint32_t r = (uint32_t)l->max - it->count;
-    if (r > XG2_SLICE_MAX_CHARS) r = XG2_SLICE_MAX_CHARS;
     const xg2_slice *s = &v->slices[XG2_SLICE_JSON];
-    const uint32_t *keep = v->json_bounded.sfx_upto + (size_t)(r - 1) * v->words;
-    const uint32_t *members = s->upto + (size_t)(r - 1) * v->words;
+    const uint32_t *keep = xg2__upto(v, v->json_bounded.sfx_upto, r);
+    const uint32_t *members = xg2__upto(v, s->upto, r);
     w->comp[0] = w->cand[0] = 0;
     w->qs[0] = it->state;
     w->cs[0] = it->count;
@@ -1392,11 +1389,11 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
      * parser from the start. */
     uint32_t q0 = it->state, callees[XG2_SPLIT_MAX], n_split;
     xg2_mask_entry *far_e;
-    int long_k = 0;
-    if ((far_e = roomier_entry(g, v, it, &long_k))) { /* near a counted loop's maximum */
+    int long_k = 0, string_near = bounded_string(g, v, it);
+    if ((far_e = roomier_entry(g, v, it, string_near, &long_k))) { /* near a counted loop's maximum */
         rc = walk_near_bound(&w, v, it, far_e, &v->longs[long_k], acc, &ws->unc);
         xg2__pool_release(far_e);
-    } else if (bounded_string(g, v, it)) {
+    } else if (string_near) {
         rc = walk_bounded_string(&w, v, it, acc, &ws->unc);
     } else if (is_pure(g, q0)) {
         rc = walk_from(&w, v, q0, it->count, XG2_NONE, acc, &ws->unc);

@@ -77,6 +77,15 @@ static uint32_t whole_prefix(const xg2_slice *s, const xg2_vocab *v, int32_t t) 
     return last;
 }
 
+/* Make a per-length family of bitsets cumulative: set l also holds sets 1..l-1. */
+static void make_cumulative(uint32_t *family, size_t words) {
+    for (uint32_t l = 1; l < XG2_SLICE_MAX_CHARS; l++) {
+        uint32_t *cur = family + (size_t)l * words;
+        const uint32_t *prev = cur - words;
+        for (size_t w = 0; w < words; w++) cur[w] |= prev[w];
+    }
+}
+
 /* Characters of token t if it is in the slice (a trailing partial character
  * counts as one), or 0 if it is not. */
 static uint32_t member_chars(const xg2_slice *s, const xg2_vocab *v, int32_t t) {
@@ -145,12 +154,7 @@ static int build_slice(xg2_vocab *v, const uint32_t *ranges, uint32_t n_ranges, 
         xg2__free(rest);
         return rc2;
     }
-    /* Make upto cumulative. */
-    for (uint32_t l = 1; l < XG2_SLICE_MAX_CHARS; l++) {
-        uint32_t *cur = s->upto + (size_t)l * words;
-        const uint32_t *prev = cur - words;
-        for (size_t w = 0; w < words; w++) cur[w] |= prev[w];
-    }
+    make_cumulative(s->upto, words);
     return xg2__trie_build(v, rest, n_rest, &s->rest);
 }
 
@@ -173,21 +177,14 @@ static int mark_subtrees(xg2_vocab *v) {
     return XG2_OK;
 }
 
-/* The bytes a JSON string character may start with: the JSON slice's first
- * bytes and the escape's backslash. */
-static void json_char_starts(const xg2_slice *s, xg2_byteset *out) {
-    *out = s->alive[0];
-    byteset_add(out, '\\');
-}
-
 /* v->json_bounded (see vocab.h), from the JSON slice. */
 static int build_json_bounded(xg2_vocab *v) {
     const xg2_slice *s = &v->slices[XG2_SLICE_JSON];
     xg2_json_bounded *jb = &v->json_bounded;
     size_t words = v->words;
-    const uint32_t *members = s->upto + (size_t)(XG2_SLICE_MAX_CHARS - 1) * words;
-    xg2_byteset starts;
-    json_char_starts(s, &starts);
+    const uint32_t *members = xg2__upto(v, s->upto, XG2_SLICE_MAX_CHARS);
+    jb->starts = s->alive[0]; /* and the escape's backslash */
+    byteset_add(&jb->starts, '\\');
     jb->sfx_upto = xg2__calloc(words * XG2_SLICE_MAX_CHARS, sizeof(uint32_t));
     int32_t *cont = xg2__malloc(sizeof(int32_t) * (v->trie.n_ids ? v->trie.n_ids : 1));
     if (!jb->sfx_upto || !cont) {
@@ -205,16 +202,12 @@ static int build_json_bounded(xg2_vocab *v) {
             q = (uint32_t)s->dfa[256 * q + b[i]];
             chars += s->dfa_final[q];
         }
-        if (w == len || chars > XG2_SLICE_MAX_CHARS || byteset_has(&starts, b[w]))
+        if (w == len || chars > XG2_SLICE_MAX_CHARS || byteset_has(&jb->starts, b[w]))
             cont[n_cont++] = t;
         else
             jb->sfx_upto[(size_t)(chars - 1) * words + (t >> 5)] |= 1u << (t & 31);
     }
-    for (uint32_t l = 1; l < XG2_SLICE_MAX_CHARS; l++) {
-        uint32_t *cur = jb->sfx_upto + (size_t)l * words;
-        const uint32_t *prev = cur - words;
-        for (size_t i = 0; i < words; i++) cur[i] |= prev[i];
-    }
+    make_cumulative(jb->sfx_upto, words);
     return xg2__trie_build(v, cont, n_cont, &jb->cont);
 }
 

@@ -315,7 +315,7 @@ static int copy_ids(const int32_t *src, int32_t n, int32_t vocab_size, const cha
 static int long_json_rest(xg2_vocab *v) {
     const xg2_slice *s = &v->slices[XG2_SLICE_JSON];
     if (!s->upto) return XG2_OK;
-    const uint32_t *members = s->upto + (size_t)(XG2_SLICE_MAX_CHARS - 1) * v->words;
+    const uint32_t *members = xg2__upto(v, s->upto, XG2_SLICE_MAX_CHARS);
     for (int k = 0; k < XG2_N_LONG; k++) {
         const uint32_t *bits = v->longs[k].bits;
         uint32_t m = 0;

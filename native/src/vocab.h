@@ -94,6 +94,7 @@ typedef struct {
 typedef struct {
     uint32_t *sfx_upto;
     xg2_trie cont;
+    xg2_byteset starts; /* the bytes a JSON string character starts with (the slice's first bytes, a backslash) */
 } xg2_json_bounded;
 
 struct xg2_vocab {
@@ -141,6 +142,13 @@ XG2_HIDDEN void xg2__vocab_sort_ids(const xg2_vocab *v, int32_t *ids, int32_t *t
 
 /* Sort token ids by their bytes and drop repeats (*n updated). */
 XG2_HIDDEN int xg2__vocab_sort_unique_ids(const xg2_vocab *v, int32_t *ids, uint32_t *n);
+
+/* A per-length family of cumulative bitsets (a slice's `upto`, `sfx_upto`):
+ * the set for at most `chars` characters, capped at XG2_SLICE_MAX_CHARS
+ * (chars >= 1). */
+static inline const uint32_t *xg2__upto(const xg2_vocab *v, const uint32_t *family, uint32_t chars) {
+    return family + (size_t)((chars < XG2_SLICE_MAX_CHARS ? chars : XG2_SLICE_MAX_CHARS) - 1) * v->words;
+}
 
 /* slices.c */
 XG2_HIDDEN int xg2__slices_build(xg2_vocab *v);
