@@ -648,6 +648,85 @@ uint64_t xg2__whole_groups(const xg2_byteset *bytes) {
 
 /* Link with right-linear regions merged (use_regions; *merged: some region
  * was) or each rule on its own. */
+/* The byte classes of every FSM state: the coarsest split of 0..255 its byte
+ * edges respect (a state in a key literal tells 3 classes apart, where its rule
+ * may tell 70).  Equal splits share one class map; a state's row has one entry
+ * per class of its map, so the table stays near the edges' count. */
+static int state_classes(xg2_grammar *g, const xg2_dfa *dfa, const uint8_t *want, uint64_t *n_trans) {
+    const xg2_ir *ir = &g->ir;
+    uint32_t cap = 64, n_maps = 0, maps_cap = 16;
+    uint32_t *tab = xg2__malloc(sizeof(uint32_t) * cap); /* open addressing: map id + 1, 0 = empty */
+    uint64_t *hashes = xg2__malloc(sizeof(uint64_t) * maps_cap);
+    g->classmaps = xg2__malloc(256u * maps_cap);
+    g->class_cuts = xg2__malloc(sizeof(xg2_byteset) * maps_cap);
+    if (!tab || !hashes || !g->classmaps || !g->class_cuts) goto oom;
+    memset(tab, 0, sizeof(uint32_t) * cap);
+    uint64_t total = 0;
+    for (uint32_t r = 0; r < ir->rules.n; r++) {
+        if (!want[r] || g->rules[r].kind != RK_FSM) continue;
+        const xg2_dfa *d = &dfa[r];
+        for (uint32_t s = 0; s < d->n; s++) {
+            xg2_byteset cut = {{1}}; /* a class starts at byte 0 and at every edge boundary */
+            for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++) {
+                byteset_add(&cut, d->br[j].lo);
+                if (d->br[j].hi < 255) byteset_add(&cut, d->br[j].hi + 1u);
+            }
+            uint64_t h = xg2__mix64(xg2__mix64(cut.w[0], cut.w[1]), xg2__mix64(cut.w[2], cut.w[3]));
+            uint32_t i = (uint32_t)h & (cap - 1), id;
+            for (; tab[i]; i = (i + 1) & (cap - 1))
+                if (hashes[tab[i] - 1] == h && !memcmp(&g->class_cuts[tab[i] - 1], &cut, sizeof cut)) break;
+            if (tab[i]) {
+                id = tab[i] - 1;
+            } else {
+                id = n_maps++;
+                if (n_maps > maps_cap) {
+                    maps_cap *= 2;
+                    uint64_t *h2 = xg2__realloc(hashes, sizeof(uint64_t) * maps_cap);
+                    if (h2) hashes = h2;
+                    uint8_t *m2 = xg2__realloc(g->classmaps, 256u * maps_cap);
+                    if (m2) g->classmaps = m2;
+                    xg2_byteset *c2 = xg2__realloc(g->class_cuts, sizeof(xg2_byteset) * maps_cap);
+                    if (c2) g->class_cuts = c2;
+                    if (!h2 || !m2 || !c2) goto oom;
+                }
+                hashes[id] = h;
+                g->class_cuts[id] = cut;
+                uint8_t *cm = g->classmaps + 256u * id;
+                uint32_t c = 0;
+                for (int b = 0; b < 256; b++) cm[b] = (uint8_t)(c += b && byteset_has(&cut, (unsigned)b));
+                tab[i] = id + 1;
+                if ((uint64_t)n_maps * 2 > cap) { /* grow: rehash every map */
+                    uint32_t ncap = cap * 2, *t2 = xg2__calloc(ncap, sizeof(uint32_t));
+                    if (!t2) goto oom;
+                    for (uint32_t k = 0; k < n_maps; k++) {
+                        uint32_t q = (uint32_t)hashes[k] & (ncap - 1);
+                        while (t2[q]) q = (q + 1) & (ncap - 1);
+                        t2[q] = k + 1;
+                    }
+                    xg2__free(tab);
+                    tab = t2;
+                    cap = ncap;
+                }
+            }
+            xg2_state *st = &g->states[g->rules[r].start + s];
+            st->cls = 256u * id;
+            st->row = (uint32_t)total;
+            total += (uint32_t)g->classmaps[st->cls + 255] + 1;
+            if (total > UINT32_MAX / 2) { xg2__free(tab); xg2__free(hashes); g->n_classmaps = n_maps; return xg2__fail(XG2_ERR_LIMIT, "transition table too large"); }
+        }
+    }
+    g->n_classmaps = n_maps;
+    *n_trans = total;
+    xg2__free(tab);
+    xg2__free(hashes);
+    return XG2_OK;
+oom:
+    g->n_classmaps = n_maps;
+    xg2__free(tab);
+    xg2__free(hashes);
+    return XG2_NOMEM();
+}
+
 static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int *merged) {
     const xg2_ir *ir = &g->ir;
     uint32_t n = ir->rules.n;
@@ -663,7 +742,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     uint8_t *want = xg2__calloc(n, 1);
     xg2_dfa *dfa = xg2__calloc(n, sizeof(xg2_dfa));
     xg2_u32vec queue = {0};
-    uint32_t *loop_base = NULL, *ncls = NULL;
+    uint32_t *loop_base = NULL;
     g->rules = xg2__calloc(n, sizeof(xg2_rule));
     if (!inl || !flat || !want || !dfa || !g->rules || !region || !regions.frag || !regions.stamp || !regions.expansion) { rc = XG2_NOMEM(); goto out; }
     g->n_rules = n;
@@ -741,8 +820,8 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
         }
     }
 
-    /* Global numbering and per-rule byte classes. */
-    uint64_t n_trans = 0, n_cls_maps = 0;
+    /* Global numbering. */
+    uint64_t n_trans = 0;
     uint32_t base = 0;
     for (uint32_t r = 0; r < n; r++) {
         xg2_rule *rt = &g->rules[r];
@@ -750,12 +829,9 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
         if (!want[r]) continue;
         rt->start = base;
         base += rt->n_states;
-        if (rt->kind == RK_FSM) n_cls_maps++;
     }
     g->n_states = base;
     g->states = xg2__calloc(base ? base : 1, sizeof(xg2_state));
-    g->classmaps = xg2__calloc(n_cls_maps ? n_cls_maps * 256 : 1, 1);
-    g->class_cuts = xg2__calloc(n_cls_maps ? n_cls_maps : 1, sizeof(xg2_byteset));
     g->self_groups = xg2__calloc(base ? base : 1, sizeof(uint64_t));
     g->head_groups = xg2__calloc(base ? base : 1, sizeof(uint64_t));
     g->contained = xg2__calloc(base ? base : 1, 1);
@@ -764,39 +840,9 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     int any_rest = 0;
     for (uint32_t r = 0; r < n; r++) any_rest |= want[r] && g->rules[r].kind == RK_FSM && dfa[r].rest;
     if (any_rest && !(g->rest = xg2__calloc(2 * (size_t)base, sizeof(uint32_t)))) { rc = XG2_NOMEM(); goto out; }
-    if (!g->states || !g->classmaps || !g->class_cuts || !g->self_groups || !g->head_groups || !g->contained || !g->proofs_spent || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
-    /* First pass: classes and table size. */
-    ncls = xg2__calloc(n, sizeof(uint32_t));
-    if (!ncls) { rc = XG2_NOMEM(); goto out; }
-    uint32_t map_i = 0;
-    for (uint32_t r = 0; r < n; r++) {
-        if (!want[r] || g->rules[r].kind != RK_FSM) continue;
-        uint8_t cut[257] = {0};
-        const xg2_dfa *d = &dfa[r];
-        for (uint32_t j = 0; j < d->boff[d->n]; j++) {
-            cut[d->br[j].lo] = 1;
-            cut[d->br[j].hi + 1] = 1;
-        }
-        uint8_t *cm = g->classmaps + 256u * map_i;
-        uint32_t c = 0;
-        byteset_add(&g->class_cuts[map_i], 0);
-        for (int b = 0; b < 256; b++) {
-            if (b && cut[b]) {
-                c++;
-                byteset_add(&g->class_cuts[map_i], (unsigned)b);
-            }
-            cm[b] = (uint8_t)c;
-        }
-        ncls[r] = c + 1;
-        uint32_t cls_off = 256u * map_i++;
-        for (uint32_t s = 0; s < d->n; s++) {
-            xg2_state *st = &g->states[g->rules[r].start + s];
-            st->cls = cls_off;
-            st->row = (uint32_t)n_trans + s * ncls[r];
-        }
-        n_trans += (uint64_t)d->n * ncls[r];
-    }
-    g->n_classmaps = map_i;
+    if (!g->states || !g->self_groups || !g->head_groups || !g->contained || !g->proofs_spent || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
+    /* First pass: each state's byte classes and the table's size. */
+    if ((rc = state_classes(g, dfa, want, &n_trans))) goto out;
     if (n_trans > UINT32_MAX / 2) { rc = xg2__fail(XG2_ERR_LIMIT, "transition table too large"); goto out; }
     g->n_trans = (uint32_t)n_trans;
     g->trans = xg2__malloc(sizeof(uint32_t) * (n_trans ? n_trans : 1));
@@ -816,9 +862,9 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
             continue;
         }
         const xg2_dfa *d = &dfa[r];
-        const uint8_t *cm = g->classmaps + g->states[rt->start].cls;
         for (uint32_t s = 0; s < d->n; s++) {
             xg2_state *st = &g->states[rt->start + s];
+            const uint8_t *cm = g->classmaps + st->cls;
             st->rule = r;
             if (d->tag && d->tag[s]) st->loop = (loop_base[r] + (d->tag[s] >> 1)) << 1 | (d->tag[s] & 1);
             if (d->rest) {
@@ -919,7 +965,6 @@ out:
     xg2__free(flat);
     xg2__free(want);
     xg2__free(loop_base);
-    xg2__free(ncls);
     vec_free(&queue);
     return rc;
 }

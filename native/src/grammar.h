@@ -6,8 +6,9 @@
  *
  *     t = trans[states[s].row + classmap[states[s].cls + c]]     (XG2_NONE: no edge)
  *
- * classmap folds the 256 bytes into the few classes a rule distinguishes, so a
- * rule's table is n_states x n_classes.  Rule edges of s are
+ * classmap folds the 256 bytes into the few classes a state distinguishes
+ * (states with the same split share a map), so a state's row has one entry per
+ * class.  Rule edges of s are
  * refs[states[s].ref_off .. + ref_n), sorted by rule.  A counted repetition
  * (RK_REPEAT) is one pseudo-state whose item carries the count.
  */
@@ -29,7 +30,7 @@ typedef struct {
 
 typedef struct {
     uint32_t row;     /* first trans[] entry of this state's row */
-    uint32_t cls;     /* offset of the rule's 256-byte class map */
+    uint32_t cls;     /* offset of the state's 256-byte class map */
     uint32_t rule;    /* the rule this state belongs to */
     uint32_t ref_off; /* rule edges: refs[ref_off .. ref_off + ref_n) */
     uint32_t loop;    /* counted loop: (loop id << 1) | head, 0 outside loops */

@@ -513,9 +513,9 @@ static uint32_t unit_child(const xg2_grammar *g, uint32_t r) {
     if (rt->kind != RK_REPEAT || !plain_rule(g, rt->child)) return XG2_NONE;
     const xg2_rule *c = &g->rules[rt->child];
     if (c->n_states > 256) return XG2_NONE;
-    uint32_t ncls = (uint32_t)g->classmaps[g->states[c->start].cls + 255] + 1;
     for (uint32_t s = c->start; s < c->start + c->n_states; s++) {
         const xg2_state *st = &g->states[s];
+        uint32_t ncls = (uint32_t)g->classmaps[st->cls + 255] + 1;
         if ((st->flags & (SF_REFS | SF_REPEAT)) || st->loop) return XG2_NONE;
         if ((st->flags & SF_FINAL) && (s == c->start || (st->flags & SF_BYTES))) return XG2_NONE;
         for (uint32_t k = 0; k < ncls; k++)
