@@ -221,7 +221,19 @@ int xg2__class_ranges(const xg2_ir *ir, const xg2_expr *e, xg2_u32vec *out) {
     out->n = 0;
     if (vec_reserve(out, 2ull * e->n + 4)) return XG2_NOMEM();
     if (e->n) memcpy(out->a, ir->pool.a + e->a, sizeof(uint32_t) * 2 * e->n);
-    if (e->n > 1) qsort(out->a, e->n, 2 * sizeof(uint32_t), cmp_range);
+    if (e->n > 16) {
+        qsort(out->a, e->n, 2 * sizeof(uint32_t), cmp_range);
+    } else { /* insertion sort: classes come nearly always sorted and short (qsort allocates) */
+        for (uint32_t i = 1; i < e->n; i++) {
+            uint32_t lo = out->a[2 * i], hi = out->a[2 * i + 1], j = i;
+            for (; j > 0 && out->a[2 * (j - 1)] > lo; j--) {
+                out->a[2 * j] = out->a[2 * (j - 1)];
+                out->a[2 * j + 1] = out->a[2 * (j - 1) + 1];
+            }
+            out->a[2 * j] = lo;
+            out->a[2 * j + 1] = hi;
+        }
+    }
     uint32_t k = 0;
     for (uint32_t i = 0; i < e->n; i++) {
         uint32_t lo = out->a[2 * i], hi = out->a[2 * i + 1];
@@ -236,8 +248,8 @@ int xg2__class_ranges(const xg2_ir *ir, const xg2_expr *e, xg2_u32vec *out) {
     out->n = 2 * k;
     if (e->flags & XF_NEGATED) {
         /* Complement over U+0000..U+10FFFF, in place from a copy. */
-        uint32_t m = k;
-        uint32_t *src = xg2__malloc(sizeof(uint32_t) * 2 * (m ? m : 1));
+        uint32_t m = k, small[32];
+        uint32_t *src = m <= 16 ? small : xg2__malloc(sizeof(uint32_t) * 2 * m);
         if (!src) return XG2_NOMEM();
         memcpy(src, out->a, sizeof(uint32_t) * 2 * m);
         out->n = 0;
@@ -253,7 +265,7 @@ int xg2__class_ranges(const xg2_ir *ir, const xg2_expr *e, xg2_u32vec *out) {
             out->a[out->n++] = next;
             out->a[out->n++] = 0x10FFFF;
         }
-        xg2__free(src);
+        if (src != small) xg2__free(src);
     }
     return XG2_OK;
 }
