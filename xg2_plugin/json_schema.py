@@ -307,7 +307,7 @@ class _Converter:
         self.hoisted: Dict[str, str] = {}
         self.member_names: Dict[str, Tuple[str, ...]] = {}  # object member text -> its rule names
         self.name_counts: Dict[str, int] = {}
-        self.rule_cache: Dict[Any, str] = {}
+        self.rule_cache: Dict[Any, Optional[str]] = {}
         self.plain_values: Dict[Any, Optional[str]] = {}
         self.in_progress = set()
         self.negations: Dict[int, list] = {}
@@ -571,7 +571,7 @@ class _Converter:
         """The builtin any-JSON-value grammar (layout-aware)."""
         key = ("any", self.layout.depth_key(d))
         if key in self.rule_cache:
-            return self.rule_cache[key]
+            return self.rule_cache[key]  # type: ignore[return-value]
         name = self.new_name("any-value" + ("" if key[1] < 0 else f"-{d}"))
         self.rule_cache[key] = name
         lay = self.layout
@@ -579,7 +579,7 @@ class _Converter:
             obj_name = self.new_name("any-object")
             arr_name = self.new_name("any-array")
             inner = name
-            self.add_rule(name, _alt([obj_name, arr_name, R.JSON_STRING_LOOSE, F.JSON_NUMBER, '"true"', '"false"', '"null"']))
+            self.add_rule(name, _alt([obj_name, arr_name, R.JSON_STRING_LOOSE, F.JSON_NUMBER, '"true"', '"false"', '"null"']))  # type: ignore[arg-type]
             member = f"{R.JSON_STRING_LOOSE} {lay.colon(d)} {inner}"
             self.add_rule(obj_name, f'"{{" {lay.ws} ({member} ({lay.sep(d)} {member})* {lay.ws})? "}}"')
             self.add_rule(arr_name, f'"[" {lay.ws} ({inner} ({lay.sep(d)} {inner})* {lay.ws})? "]"')
@@ -588,7 +588,7 @@ class _Converter:
         member = f"{R.JSON_STRING_LOOSE} {lay.colon(d)} {inner}"
         obj = f'("{{" {lay.first(d)} {member} ({lay.sep(d)} {member})* {lay.last(d)} "}}" | {lay.empty(d, "{", "}")})'
         arr = f'("[" {lay.first(d)} {inner} ({lay.sep(d)} {inner})* {lay.last(d)} "]" | {lay.empty(d, "[", "]")})'
-        self.add_rule(name, _alt([obj, arr, R.JSON_STRING_LOOSE, F.JSON_NUMBER, '"true"', '"false"', '"null"']))
+        self.add_rule(name, _alt([obj, arr, R.JSON_STRING_LOOSE, F.JSON_NUMBER, '"true"', '"false"', '"null"']))  # type: ignore[arg-type]
         return name
 
     def value(self, conj, d: int, hint: str = "v") -> Optional[str]:
@@ -598,7 +598,7 @@ class _Converter:
             # property schemas, so each distinct one is converted once
             s = conj[0][0]
             try:  # (types in the key: const true is not const 1)
-                key = (tuple((k, v.__class__, v) for k, v in sorted(s.items())), self.layout.depth_key(d))
+                key: Any = (tuple((k, v.__class__, v) for k, v in sorted(s.items())), self.layout.depth_key(d))
                 hit = self.plain_values.get(key, _MISSING)
             except TypeError:  # an enum (a list): by its text
                 try:
@@ -608,7 +608,7 @@ class _Converter:
                 hit = self.plain_values.get(key, _MISSING)
             if hit is _MISSING:
                 hit = self.plain_values[key] = self.typed(conj, d, hint)
-            return hit
+            return hit  # type: ignore[return-value]
         parts = self.flatten(conj)
         if parts is None:
             return None
@@ -880,8 +880,8 @@ class _Converter:
                     types &= sub
             except GrammarError:
                 pass
-        for sub in s.get("allOf", []) if isinstance(s.get("allOf"), list) else []:
-            sig = self.type_sig(sub)
+        for part in s.get("allOf", []) if isinstance(s.get("allOf"), list) else []:
+            sig = self.type_sig(part)
             if sig is not None:
                 known = True
                 types &= sig
@@ -903,7 +903,7 @@ class _Converter:
         sigs = [self.type_sig(s) for s in schemas]
         for i in range(len(schemas)):
             for j in range(i + 1, len(schemas)):
-                if sigs[i] is not None and sigs[j] is not None and not (sigs[i] & sigs[j]):
+                if sigs[i] is not None and sigs[j] is not None and not (sigs[i] & sigs[j]):  # type: ignore[operator]
                     continue
                 if self.values_disjoint(schemas[i], schemas[j]):
                     continue
@@ -1164,7 +1164,7 @@ class _Converter:
                 return None
         if enum_vals is not None:
             return self.enum_values(enum_vals, types, not_vals, parts, d)
-        alts = []
+        alts: list = []
         if "null" in types and not any(_json_type(v) == "null" for v in not_vals):
             alts.append('"null"')
         if "boolean" in types:
@@ -1225,8 +1225,8 @@ class _Converter:
         if isinstance(v, list):
             if not v:
                 return lay.empty(d, "[", "]")
-            items = f" {lay.sep(d)} ".join(self.literal(x, d + 1) for x in v)
-            return f'"[" {lay.first(d)} {items} {lay.last(d)} "]"'
+            inner = f" {lay.sep(d)} ".join(self.literal(x, d + 1) for x in v)
+            return f'"[" {lay.first(d)} {inner} {lay.last(d)} "]"'
         if isinstance(v, dict):
             if not v:
                 return lay.empty(d, "{", "}")
@@ -1240,7 +1240,7 @@ class _Converter:
                 members = f" {lay.sep(d)} ".join(
                     f"{R.string_literal_expr(k)} {lay.colon(d)} {self.literal(x, d + 1)}" for k, x in items)
                 alts.append(f'"{{" {lay.first(d)} {members} {lay.last(d)} "}}"')
-            return _alt(alts)
+            return _alt(alts)  # type: ignore[return-value]
         raise GrammarError(f"not a JSON value: {v!r}")
 
     # ------------------------------------------------------------------ mini validator
@@ -1442,8 +1442,9 @@ class _Converter:
         return True
 
     # ------------------------------------------------------------------ numbers
-    def number(self, parts, integer: bool, not_vals, hint, nonint: bool = False) -> Optional[str]:
-        lo = hi = None
+    def number(self, parts, integer: Any, not_vals, hint, nonint: bool = False) -> Optional[str]:
+        lo: Any = None
+        hi: Any = None
         lo_excl = hi_excl = False
         mults = []
         notmult = None
@@ -1474,14 +1475,14 @@ class _Converter:
             if "exclusiveMaximum" in s and not isinstance(s["exclusiveMaximum"], bool):
                 tighten_hi(s["exclusiveMaximum"], True)
             if "$xg:notMultipleOf" in s:
-                k = s["$xg:notMultipleOf"]
-                fk = Fraction(repr(k)) if isinstance(k, float) else Fraction(k)
+                nk = s["$xg:notMultipleOf"]
+                fk = Fraction(repr(nk)) if isinstance(nk, float) else Fraction(nk)
                 sh = 0
                 while fk.denominator != 1 and sh < 400:
                     fk *= 10
                     sh += 1
                 if fk != 1:
-                    self.fail("not", path, f"the complement of multipleOf {k} is only supported for powers of ten")
+                    self.fail("not", path, f"the complement of multipleOf {nk} is only supported for powers of ten")
                 else:
                     notmult = sh if notmult is None else max(notmult, sh)
             if "multipleOf" in s:
@@ -1495,13 +1496,13 @@ class _Converter:
                 tighten_lo(a, False)
                 tighten_hi(b, False)
                 integer = True
-        multiple = None
+        multiple: Any = None
         if mults:
-            k = None
+            lcm: Any = None
             for m, _ in mults:
                 fm = Fraction(repr(m)) if isinstance(m, float) else Fraction(m)
-                k = fm if k is None else _lcm_frac(k, fm)
-            multiple = int(k) if k.denominator == 1 else float(k) if Fraction(repr(float(k))) == k else None
+                lcm = fm if lcm is None else _lcm_frac(lcm, fm)
+            multiple = int(lcm) if lcm.denominator == 1 else float(lcm) if Fraction(repr(float(lcm))) == lcm else None
             if multiple is None:
                 self.fail("multipleOf", mults[0][1], "the multiples' least common multiple is not a short decimal")
         if integer and nonint:
@@ -1621,7 +1622,7 @@ class _Converter:
         # spelled out as states) when every state's counts are an interval
         length = None
         try:
-            dfa = None
+            dfa: Any = None
             for ir, kw, p in irs:
                 dd = R.cached_dfa(ir)
                 dfa = dd if dfa is None else dfa.intersect(dd)
@@ -1647,12 +1648,12 @@ class _Converter:
             if irs:
                 return f"{q} {R.emit(irs[0][0])} {q}"
             return R.JSON_STRING_LOOSE
-        name = dfa.emit_rules(self.new_name(hint + "-str"), self.add_rule)
-        if name is None:
+        rule = dfa.emit_rules(self.new_name(hint + "-str"), self.add_rule)
+        if rule is None:
             return None
         if length is not None:
-            return _length_string(name, *length)
-        return f"{q} {name} {q}"
+            return _length_string(rule, *length)
+        return f"{q} {rule} {q}"
 
     # ------------------------------------------------------------------ objects
     def obj(self, parts, d: int, hint: str) -> Optional[str]:
@@ -1667,7 +1668,7 @@ class _Converter:
         order: List[str] = []
         required = set()
         min_p, max_p = 0, None
-        name_parts = []
+        name_parts: list = []
         explicit_extra = False
         for s, path, skip in parts:
             pr = s.get("properties") or {}
@@ -1738,8 +1739,9 @@ class _Converter:
             if len(values) > _NAMED_CHAIN_MIN:
                 # its rule names, from texts that repeat (cached), for the rules
                 # its chain is cut into (a key literal names no rule)
-                self.member_names[member] = (member,) if _BARE_NAME.fullmatch(member) else \
-                    _rule_refs(lay.colon(d)) + _rule_refs(expr)
+                bare = _BARE_NAME.fullmatch(member)  # type: ignore[arg-type]
+                refs: Any = (member,) if bare else _rule_refs(lay.colon(d)) + _rule_refs(expr)
+                self.member_names[member] = refs  # type: ignore[index]
             items.append((k, member, k in required))
         extras = []
         names: Dict[str, None] = {}  # the rule names the extras use, known without reading them
@@ -1771,7 +1773,7 @@ class _Converter:
         """The ``kw`` (unevaluatedProperties/Items) schemas that apply to a key or
         position that the parts with indexes in ``evaluated`` evaluate: those of parts
         P none of whose in-place descendants (P included) evaluates it."""
-        out = []
+        out: list = []
         for i, (s, path, skip) in enumerate(parts):
             if kw not in s or ("noeval",) in skip:
                 continue
@@ -1790,7 +1792,7 @@ class _Converter:
     def key_constraint(self, s, path, k) -> Tuple[list, bool]:
         """(constraints of part s on property k, whether s evaluates k)."""
         pr = s.get("properties") or {}
-        out = []
+        out: list = []
         matched = False
         if k in pr:
             out.append((pr[k], _ptr_join(path, "properties", k), frozenset()))
@@ -1810,7 +1812,7 @@ class _Converter:
         not declared."""
         q = '"\\""'
         pats = []  # (pattern, schema, path, part index)
-        addl = []  # per part: value conj for keys matching none of its patterns
+        addl: list = []  # per part: value conj for keys matching none of its patterns
         for i, (s, path, skip) in enumerate(parts):
             for pat, sub in (s.get("patternProperties") or {}).items():
                 pats.append((pat, sub, _ptr_join(path, "patternProperties", pat), i))
@@ -1820,7 +1822,7 @@ class _Converter:
             dd = self.name_dfa(sub, p)
             if dd is not None:
                 names_dfa = dd if names_dfa is None else names_dfa.intersect(dd)
-        cases = []
+        cases: list = []
         n = len(pats)
         if n > 4:
             self.fail("patternProperties", pats[0][2], "more than 4 patterns cannot be partitioned exactly")
@@ -1829,7 +1831,7 @@ class _Converter:
         for mask in range(1 << n):
             inside = [pats[i] for i in range(n) if mask >> i & 1]
             outside = [pats[i] for i in range(n) if not mask >> i & 1]
-            vconj = [(sub, p, frozenset()) for _, sub, p, _ in inside]
+            vconj: list = [(sub, p, frozenset()) for _, sub, p, _ in inside]
             parts_with_match = {i for *_, i in inside}
             evaluated = set(parts_with_match)
             for i, (s, path, skip) in enumerate(parts):
@@ -2131,11 +2133,11 @@ class _Converter:
         base = self.with_skip(parts, idx, kw)
         out = []
         for mask in range(1 << len(triggers)):
-            extra_parts = []
+            extra_parts: list = []
             for i, t in enumerate(triggers):
                 dep = deps[t]
                 if mask >> i & 1:
-                    d1 = {"required": [t]}
+                    d1: dict = {"required": [t]}
                     self.keep.append(d1)
                     extra_parts.append((d1, path, frozenset()))
                     if isinstance(dep, list):
@@ -2166,10 +2168,10 @@ class _Converter:
         lay = self.layout
         constrained = any(not _ARR_STRICT_KW.isdisjoint(s.keys()) for s, _, _ in parts)
         min_i, max_i = 0, None
-        contains = []
+        contains: list = []
         unique = False
         per = []  # (prefix list of (schema, path), rest (schema, path) or None)
-        unevals = []
+        unevals: list = []
         for pi_index, (s, path, skip) in enumerate(parts):
             it = s.get("items")
             if isinstance(it, list):  # draft 4-2019: items array + additionalItems
@@ -2199,7 +2201,7 @@ class _Converter:
         def position(j: Optional[int], extra=()):
             """The conj for item j (None: past every prefix), or None: no item.
             ``extra``: indexes of parts that evaluate it too (a matched contains)."""
-            conj = []
+            conj: list = []
             evaluated = {i for i in extra if ("noeval",) not in parts[i][2]}
             for i, (pre, rest_s) in enumerate(per):
                 if ("noeval",) in parts[i][2]:
@@ -2406,7 +2408,7 @@ class _Converter:
                 cand = ([None] if "null" in types else []) + ([True, False] if "boolean" in types else [])
             else:
                 return None
-        out = []
+        out: list = []
         for v in cand:
             if _json_type(v) not in types:
                 continue
@@ -2455,11 +2457,11 @@ _TO_RULE_NAME = re.compile(
 def _rule_refs(body: str) -> Tuple[str, ...]:
     """The rule names an EBNF body mentions, each once (helper rules repeat
     across schemas)."""
-    names = {}
+    names: dict = {}
     m = _TO_RULE_NAME.match(body)
-    while m.group(1):
-        names[m.group(1)] = None
-        m = _TO_RULE_NAME.match(body, m.end())
+    while m.group(1):  # type: ignore[union-attr]
+        names[m.group(1)] = None  # type: ignore[union-attr]
+        m = _TO_RULE_NAME.match(body, m.end())  # type: ignore[union-attr]
     return tuple(names)
 
 

@@ -383,14 +383,14 @@ JSON_STRING_LOOSE = '"\\"" ' + JSON_CHAR_LOOSE + '* "\\""'
 @lru_cache(maxsize=1)
 def json_char() -> str:
     """One code point of a JSON string, counted as Python counts it (pairs as one)."""
-    return encode_set(ALL)
+    return encode_set(ALL)  # type: ignore[return-value]
 
 
 @lru_cache(maxsize=8192)
 def encode_char(ch: str) -> str:
     """The encodings json.dumps may write for one character (see
     :func:`encode_set_canonical`); literals (names, constants) use these."""
-    return encode_set_canonical(((ord(ch), ord(ch)),))
+    return encode_set_canonical(((ord(ch), ord(ch)),))  # type: ignore[return-value]
 
 
 def encode_literal(text: str) -> str:
@@ -422,7 +422,7 @@ def encode_literal(text: str) -> str:
 def canonical_escapes() -> str:
     """The canonical escapes of every character outside printable ASCII (and of
     '"' and backslash) plus raw characters past ASCII."""
-    return encode_set_canonical(cs_diff(ALL, _PRINTABLE))
+    return encode_set_canonical(cs_diff(ALL, _PRINTABLE))  # type: ignore[return-value]
 
 
 def string_literal_expr(text: str) -> str:
@@ -499,7 +499,8 @@ def length_bounds(node) -> Tuple[int, Optional[int]]:
     if t == "c":
         return (1, 1) if node[1] else (0, 0)
     if t == "seq":
-        lo, hi = 0, 0
+        lo = 0
+        hi: Optional[int] = 0
         for x in node[1]:
             a, b = length_bounds(x)
             lo += a
@@ -510,7 +511,7 @@ def length_bounds(node) -> Tuple[int, Optional[int]]:
             return 0, 0
         bs = [length_bounds(x) for x in node[1]]
         his = [b for _, b in bs]
-        return min(a for a, _ in bs), None if None in his else max(his)
+        return min(a for a, _ in bs), None if None in his else max(his)  # type: ignore[type-var]
     if t == "rep":
         a, b = length_bounds(node[1])
         hi = None if node[3] is None or b is None else b * node[3]
@@ -702,7 +703,7 @@ def _split(node) -> List[Tuple[bool, bool, object]]:
             out.extend(_split(x))
         return out
     if t == "seq":
-        combos = [(False, False, [])]
+        combos: list = [(False, False, [])]
         for child in node[1]:
             alts = _split(child) if _has_anchor(child) else [(False, False, child)]
             new = []
@@ -1039,7 +1040,7 @@ class DFA:
             for t in frontier:
                 for s in rev[t]:
                     if lo[s] is None:
-                        lo[s] = lo[t] + 1
+                        lo[s] = lo[t] + 1  # type: ignore[operator]
                         nxt.append(s)
             frontier = nxt
         # most: resolved once every target is (what never resolves reaches a cycle)
@@ -1048,21 +1049,21 @@ class DFA:
         ready = [s for s in range(n) if not left[s]]
         while ready:
             s = ready.pop()
-            hi[s] = max(([0] if d.accept[s] else []) + [hi[t] + 1 for t in targets[s]])
+            hi[s] = max(([0] if d.accept[s] else []) + [hi[t] + 1 for t in targets[s]])  # type: ignore[operator]
             for p in rev[s]:
                 left[p] -= 1
                 if not left[p]:
                     ready.append(p)
         for s in range(n):
-            spans = ([(0, 0)] if d.accept[s] else []) + [(lo[t] + 1, None if hi[t] is None else hi[t] + 1)
-                                                           for t in targets[s]]
+            spans: List[Tuple[int, Optional[int]]] = [(0, 0)] if d.accept[s] else []
+            spans += [(lo[t] + 1, None if hi[t] is None else hi[t] + 1) for t in targets[s]]  # type: ignore[operator]
             spans.sort(key=lambda x: x[0])
             reach = spans[0][1]
             for a, b in spans[1:]:
                 if reach is not None and a > reach + 1:
                     return None
                 reach = None if reach is None or b is None else max(reach, b)
-        return lo[0], hi[0]
+        return lo[0], hi[0]  # type: ignore[return-value]
 
     def accepts(self, text: str) -> bool:
         s = 0
@@ -1077,7 +1078,7 @@ class DFA:
         return self.accept[s]
 
     # -- output --
-    def emit_rules(self, prefix: str, add_rule) -> str:
+    def emit_rules(self, prefix: str, add_rule) -> Optional[str]:
         """Add one rule per state via ``add_rule(name, body, names)`` (``names``: the
         rule names the body uses -- labels are literals, so only the targets); return
         the start rule's name.  An empty language returns None."""
@@ -1198,7 +1199,7 @@ class _NFA:
         """The epsilon closure of ``states``: the union of each state's own, each
         walked once (the subset construction asks for the same states many times)."""
         own = self._own
-        out = set()
+        out: set = set()
         for s in states:
             c = own.get(s)
             if c is None:
@@ -1322,11 +1323,11 @@ def _string_except(words: Tuple[str, ...], anystar: Optional[str], anyone: Optio
     # "any character" after a whole word with nothing below it are shared by all
     # paths (factored out): one copy each, not one per trie node or leaf.
     d, e, u, w = _trie(words, escapes)
-    heads = [x for x in (d, None if e is None else (e + " " + escapes if e != '""' else escapes),
+    heads = [x for x in (d, None if e is None else (e + " " + escapes if e != '""' else escapes),  # type: ignore[operator]
                          None if w is None else (one if w == '""' else w + " " + one)) if x]
     out = []
     if heads:
-        out.append(_alts(heads) + " " + star)
+        out.append(_alts(heads) + " " + star)  # type: ignore[operator]
     if u:
         out.append(u)
     # (the rule names used, known without reading the text back: every word set
@@ -1370,7 +1371,10 @@ def _node(children, ended: bool, escapes: Optional[str]) -> _Paths:
         # a word with nothing below: any character leaves the trie (the caller
         # writes that character once for all such words)
         return None, None, None, '""'
-    alts, esc_alts, unfinished, leaves = [], [], [], []
+    alts: list = []
+    esc_alts: list = []
+    unfinished: list = []
+    leaves: list = []
     for ch, (d, e, u, w) in children:
         c = encode_char(ch)
         for paths, x in ((alts, d), (esc_alts, e), (unfinished, u), (leaves, w)):
