@@ -11,7 +11,20 @@
 The bitmask helpers need torch and are imported on first use.
 """
 
-from ._errors import (
+from . import _frontend_build
+
+
+def _stamp() -> dict:
+    try:
+        from ._frontend_stamp import SOURCES
+    except ImportError:
+        return {}
+    return SOURCES
+
+
+_frontend_build.use_current_sources(__name__, __path__[0], _stamp())
+
+from ._errors import (  # noqa: E402
     GrammarError,
     InternalError,
     InvalidArgumentError,
