@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import xg2_plugin
 from xg2_plugin import _frontend_build as FB
 
@@ -30,37 +32,33 @@ def _import_fresh(tmp_path, fullname):
         sys.path.remove(str(tmp_path))
 
 
-def test_a_stale_extension_gives_way_to_its_source(tmp_path):
-    pkg = _fake_package(tmp_path, "fb_stale_pkg")
+@pytest.fixture
+def restore_imports():
+    """Puts sys.meta_path back and forgets the fake packages afterwards."""
     before = list(sys.meta_path)
-    try:
-        stale = FB.use_current_sources("fb_stale_pkg", str(pkg), {"json_schema": "0" * 64})
-        assert stale == ["fb_stale_pkg.json_schema"]
-        module = _import_fresh(tmp_path, "fb_stale_pkg.json_schema")
-        assert module.WHERE == "source" and module.__file__.endswith("json_schema.py")
-    finally:
-        sys.meta_path[:] = before
-        for m in ("fb_stale_pkg", "fb_stale_pkg.json_schema"):
-            sys.modules.pop(m, None)
+    yield
+    sys.meta_path[:] = before
+    for m in [m for m in sys.modules if m.startswith("fb_")]:
+        del sys.modules[m]
 
 
-def test_a_current_extension_is_kept(tmp_path):
+def test_a_stale_extension_gives_way_to_its_source(tmp_path, restore_imports):
+    pkg = _fake_package(tmp_path, "fb_stale_pkg")
+    stale = FB.use_current_sources("fb_stale_pkg", str(pkg), {"json_schema": "0" * 64})
+    assert stale == ["fb_stale_pkg.json_schema"]
+    module = _import_fresh(tmp_path, "fb_stale_pkg.json_schema")
+    assert module.WHERE == "source" and module.__file__.endswith("json_schema.py")
+
+
+def test_a_current_extension_is_kept(tmp_path, restore_imports):
     pkg = _fake_package(tmp_path, "fb_current_pkg")
     stamp = {"json_schema": FB.source_hash(str(pkg / "json_schema.py"))}
     before = list(sys.meta_path)
-    try:
-        assert FB.use_current_sources("fb_current_pkg", str(pkg), stamp) == []
-        assert sys.meta_path == before
-        # the import goes to the (here broken) extension, as Python's own order has it
-        try:
-            _import_fresh(tmp_path, "fb_current_pkg.json_schema")
-            raise AssertionError("the extension was not the one imported")
-        except ImportError:
-            pass
-    finally:
-        sys.meta_path[:] = before
-        for m in ("fb_current_pkg", "fb_current_pkg.json_schema"):
-            sys.modules.pop(m, None)
+    assert FB.use_current_sources("fb_current_pkg", str(pkg), stamp) == []
+    assert sys.meta_path == before
+    # the import goes to the (here broken) extension, as Python's own order has it
+    with pytest.raises(ImportError):
+        _import_fresh(tmp_path, "fb_current_pkg.json_schema")
 
 
 def test_the_stamp_text_records_each_source(tmp_path):
