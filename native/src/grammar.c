@@ -646,8 +646,6 @@ uint64_t xg2__whole_groups(const xg2_byteset *bytes) {
     return in;
 }
 
-/* Link with right-linear regions merged (use_regions; *merged: some region
- * was) or each rule on its own. */
 /* The byte classes of every FSM state: the coarsest split of 0..255 its byte
  * edges respect (a state in a key literal tells 3 classes apart, where its rule
  * may tell 70).  Equal splits share one class map; a state's row has one entry
@@ -727,6 +725,8 @@ oom:
     return XG2_NOMEM();
 }
 
+/* Link with right-linear regions merged (use_regions; *merged: some region
+ * was) or each rule on its own. */
 static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int *merged) {
     const xg2_ir *ir = &g->ir;
     uint32_t n = ir->rules.n;
