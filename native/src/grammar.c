@@ -652,77 +652,65 @@ uint64_t xg2__whole_groups(const xg2_byteset *bytes) {
  * per class of its map, so the table stays near the edges' count. */
 static int state_classes(xg2_grammar *g, const xg2_dfa *dfa, const uint8_t *want, uint64_t *n_trans) {
     const xg2_ir *ir = &g->ir;
-    uint32_t cap = 64, n_maps = 0, maps_cap = 16;
-    uint32_t *tab = xg2__malloc(sizeof(uint32_t) * cap); /* open addressing: map id + 1, 0 = empty */
-    uint64_t *hashes = xg2__malloc(sizeof(uint64_t) * maps_cap);
-    g->classmaps = xg2__malloc(256u * maps_cap);
-    g->class_cuts = xg2__malloc(sizeof(xg2_byteset) * maps_cap);
-    if (!tab || !hashes || !g->classmaps || !g->class_cuts) goto oom;
-    memset(tab, 0, sizeof(uint32_t) * cap);
+    uint32_t cap = 64;
+    uint32_t *tab = xg2__calloc(cap, sizeof(uint32_t)); /* open addressing: map id + 1, 0 = empty */
+    VEC(uint64_t) hashes = {0};
+    VEC(xg2_byteset) cuts = {0};
+    VEC(uint8_t) maps = {0};
     uint64_t total = 0;
-    for (uint32_t r = 0; r < ir->rules.n; r++) {
+    int rc = tab ? XG2_OK : XG2_NOMEM();
+    for (uint32_t r = 0; r < ir->rules.n && !rc; r++) {
         if (!want[r] || g->rules[r].kind != RK_FSM) continue;
         const xg2_dfa *d = &dfa[r];
-        for (uint32_t s = 0; s < d->n; s++) {
+        for (uint32_t s = 0; s < d->n && !rc; s++) {
             xg2_byteset cut = {{1}}; /* a class starts at byte 0 and at every edge boundary */
             for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++) {
                 byteset_add(&cut, d->br[j].lo);
                 if (d->br[j].hi < 255) byteset_add(&cut, d->br[j].hi + 1u);
             }
             uint64_t h = xg2__mix64(xg2__mix64(cut.w[0], cut.w[1]), xg2__mix64(cut.w[2], cut.w[3]));
-            uint32_t i = (uint32_t)h & (cap - 1), id;
+            uint32_t i = (uint32_t)h & (cap - 1);
             for (; tab[i]; i = (i + 1) & (cap - 1))
-                if (hashes[tab[i] - 1] == h && !memcmp(&g->class_cuts[tab[i] - 1], &cut, sizeof cut)) break;
-            if (tab[i]) {
-                id = tab[i] - 1;
-            } else {
-                id = n_maps++;
-                if (n_maps > maps_cap) {
-                    maps_cap *= 2;
-                    uint64_t *h2 = xg2__realloc(hashes, sizeof(uint64_t) * maps_cap);
-                    if (h2) hashes = h2;
-                    uint8_t *m2 = xg2__realloc(g->classmaps, 256u * maps_cap);
-                    if (m2) g->classmaps = m2;
-                    xg2_byteset *c2 = xg2__realloc(g->class_cuts, sizeof(xg2_byteset) * maps_cap);
-                    if (c2) g->class_cuts = c2;
-                    if (!h2 || !m2 || !c2) goto oom;
+                if (hashes.a[tab[i] - 1] == h && !memcmp(&cuts.a[tab[i] - 1], &cut, sizeof cut)) break;
+            if (!tab[i]) { /* a new split: its map */
+                if (vec_push(&hashes, h) || vec_push(&cuts, cut) || vec_reserve(&maps, 256ull * cuts.n)) {
+                    rc = XG2_NOMEM();
+                    break;
                 }
-                hashes[id] = h;
-                g->class_cuts[id] = cut;
-                uint8_t *cm = g->classmaps + 256u * id;
+                uint8_t *cm = maps.a + maps.n;
                 uint32_t c = 0;
                 for (int b = 0; b < 256; b++) cm[b] = (uint8_t)(c += b && byteset_has(&cut, (unsigned)b));
-                tab[i] = id + 1;
-                if ((uint64_t)n_maps * 2 > cap) { /* grow: rehash every map */
+                maps.n += 256;
+                tab[i] = cuts.n;
+                if ((uint64_t)cuts.n * 2 > cap) { /* grow: rehash every map */
                     uint32_t ncap = cap * 2, *t2 = xg2__calloc(ncap, sizeof(uint32_t));
-                    if (!t2) goto oom;
-                    for (uint32_t k = 0; k < n_maps; k++) {
-                        uint32_t q = (uint32_t)hashes[k] & (ncap - 1);
+                    if (!t2) { rc = XG2_NOMEM(); break; }
+                    for (uint32_t k = 0; k < cuts.n; k++) {
+                        uint32_t q = (uint32_t)hashes.a[k] & (ncap - 1);
                         while (t2[q]) q = (q + 1) & (ncap - 1);
                         t2[q] = k + 1;
                     }
                     xg2__free(tab);
                     tab = t2;
                     cap = ncap;
+                    for (i = (uint32_t)h & (cap - 1); tab[i] != cuts.n; i = (i + 1) & (cap - 1)) {}
                 }
             }
             xg2_state *st = &g->states[g->rules[r].start + s];
-            st->cls = 256u * id;
+            st->cls = 256u * (tab[i] - 1);
             st->row = (uint32_t)total;
-            total += (uint32_t)g->classmaps[st->cls + 255] + 1;
-            if (total > UINT32_MAX / 2) { xg2__free(tab); xg2__free(hashes); g->n_classmaps = n_maps; return xg2__fail(XG2_ERR_LIMIT, "transition table too large"); }
+            total += (uint32_t)maps.a[st->cls + 255] + 1;
+            if (total > UINT32_MAX / 2) rc = xg2__fail(XG2_ERR_LIMIT, "transition table too large");
         }
     }
-    g->n_classmaps = n_maps;
+    /* (the grammar owns the maps either way: unlink_grammar frees them) */
+    g->classmaps = maps.a;
+    g->class_cuts = cuts.a;
+    g->n_classmaps = cuts.n;
     *n_trans = total;
     xg2__free(tab);
-    xg2__free(hashes);
-    return XG2_OK;
-oom:
-    g->n_classmaps = n_maps;
-    xg2__free(tab);
-    xg2__free(hashes);
-    return XG2_NOMEM();
+    vec_free(&hashes);
+    return rc;
 }
 
 /* Link with right-linear regions merged (use_regions; *merged: some region
