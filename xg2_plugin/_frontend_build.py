@@ -13,7 +13,10 @@ as written until the next build.
 the package load the sources even where the extensions are current."""
 
 import hashlib
+import importlib.machinery
+import importlib.util
 import os
+import sys
 
 COMPILED = ("json_schema", "json_schema_regex", "json_schema_fragments")  # modules of xg2_plugin the build compiles
 
@@ -40,20 +43,13 @@ class _SourceFirst:
 
     def find_spec(self, fullname, path=None, target=None):
         src = self.sources.get(fullname)
-        if src is None:
-            return None
-        import importlib.util
-
-        return importlib.util.spec_from_file_location(fullname, src)
+        return None if src is None else importlib.util.spec_from_file_location(fullname, src)
 
 
 def use_current_sources(package: str, package_dir: str, stamp: dict) -> list:
     """Make the compiled modules whose extension is missing its stamp or was
     built from another source (or all, under XG2_PURE_PYTHON=1) load from their
     source; returns their names.  (Run by the package before it imports them.)"""
-    import importlib.machinery
-    import sys
-
     pure = os.environ.get("XG2_PURE_PYTHON") == "1"
     stale = {}
     for name in COMPILED:
