@@ -1,0 +1,105 @@
+"""Per-request compile budgets: a time and memory limit for one compile, checked by
+the Python front-ends and (through the C core's thread-local budget) by the core.
+
+    with compile_budget(time_limit_ms=500, memory_limit_bytes=256 << 20):
+        grammar = Grammar.from_json_schema(schema)   # front-end calls check()/charge()
+
+The budget belongs to the calling thread: a compile runs on one thread (the core's
+part with the GIL released, on the same thread), so nothing here is shared.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+from ._errors import InvalidArgumentError, LimitExceededError
+
+__all__ = ["compile_budget", "check", "charge"]
+
+# Operator-facing defaults (GrammarCompiler's): generous enough for every MaskBench and
+# JSON-Schema-Test-Suite schema, finite so that no request can hold a worker forever.
+DEFAULT_COMPILE_TIME_LIMIT_MS = 10_000.0
+DEFAULT_COMPILE_MEMORY_LIMIT_BYTES = 1 << 30
+
+# How often check() reads the clock and lets other threads run (a mypyc-compiled
+# front-end never gives up the GIL on its own).
+_YIELD_EVERY_S = 0.005
+
+
+class _Budget:
+    __slots__ = ("deadline", "limit_ms", "memory_left", "memory_limit", "next_yield")
+
+    def __init__(self, limit_ms: Optional[float], memory_limit: Optional[int]) -> None:
+        now = time.monotonic()
+        self.limit_ms = limit_ms
+        self.deadline = None if limit_ms is None else now + limit_ms / 1000.0
+        self.memory_limit = memory_limit
+        self.memory_left = memory_limit
+        self.next_yield = now + _YIELD_EVERY_S
+
+
+_local = threading.local()
+
+
+def _checked_limit(value, what: str, kind) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, kind) or not value > 0:
+        raise InvalidArgumentError(f"{what} must be a positive number or None, got {value!r}")
+
+
+@contextmanager
+def compile_budget(time_limit_ms: Optional[float], memory_limit_bytes: Optional[int]) -> Iterator[None]:
+    """Run the body under a budget (None: no limit of that kind).  Nested budgets keep
+    the tighter of the two."""
+    _checked_limit(time_limit_ms, "time_limit_ms", (int, float))
+    _checked_limit(memory_limit_bytes, "memory_limit_bytes", int)
+    outer: Optional[_Budget] = getattr(_local, "budget", None)
+    budget = _Budget(time_limit_ms, memory_limit_bytes)
+    if outer is not None:
+        if outer.deadline is not None and (budget.deadline is None or outer.deadline < budget.deadline):
+            budget.deadline, budget.limit_ms = outer.deadline, outer.limit_ms
+        if outer.memory_left is not None and (budget.memory_left is None or outer.memory_left < budget.memory_left):
+            budget.memory_left, budget.memory_limit = outer.memory_left, outer.memory_limit
+    _local.budget = budget
+    try:
+        yield
+    finally:
+        _local.budget = outer
+
+
+def remaining_ms() -> Optional[float]:
+    """Milliseconds left in this thread's budget (None: no time limit)."""
+    budget: Optional[_Budget] = getattr(_local, "budget", None)
+    if budget is None or budget.deadline is None:
+        return None
+    return max(0.0, (budget.deadline - time.monotonic()) * 1000.0)
+
+
+def check(where: str) -> None:
+    """Raise LimitExceededError once this thread's compile time is spent; now and
+    then, let other Python threads run.  Cheap enough to call per rule or state."""
+    budget: Optional[_Budget] = getattr(_local, "budget", None)
+    if budget is None:
+        return
+    now = time.monotonic()
+    if budget.deadline is not None and now > budget.deadline:
+        raise LimitExceededError(f"compile time limit of {budget.limit_ms:g} ms exceeded ({where})")
+    if now >= budget.next_yield:
+        budget.next_yield = now + _YIELD_EVERY_S
+        time.sleep(0)  # releases the GIL: a long front-end compile must not stall decoding threads
+
+
+def charge(nbytes: int, where: str) -> None:
+    """Count nbytes (an estimate of what the front-end builds) against the memory budget."""
+    budget: Optional[_Budget] = getattr(_local, "budget", None)
+    if budget is None or budget.memory_left is None:
+        return
+    budget.memory_left -= nbytes
+    if budget.memory_left < 0:
+        raise LimitExceededError(
+            f"compile memory limit of {budget.memory_limit} bytes exceeded ({where})"
+        )
