@@ -289,9 +289,10 @@ class BatchGrammarMatcher:
     """
 
     def __init__(self, max_threads: Union[int, str] = "auto") -> None:
-        if max_threads == "auto":
+        if isinstance(max_threads, str) and max_threads == "auto":
             max_threads = min(os.cpu_count() or 1, 16)
-        if not isinstance(max_threads, int) or max_threads < 1:
+        max_threads = as_index(max_threads, "max_threads (a positive int or 'auto')")
+        if not 1 <= max_threads < 2**31:
             raise InvalidArgumentError(f"max_threads must be a positive int or 'auto', got {max_threads!r}")
         self._threads = max_threads
         # The last batch's matchers and their handle array: an engine fills the same
