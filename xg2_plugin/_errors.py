@@ -4,6 +4,9 @@ ORDER STATUS: the codes mirror the XG2_ERR_* block of native/include/xg2.h.
 Every exception also inherits the builtin a caller would naturally catch.
 """
 
+import operator
+from typing import Any
+
 from ._native import ffi, lib
 
 
@@ -11,8 +14,10 @@ class XG2Error(Exception):
     """Base class of every error raised by xg2_plugin."""
 
 
-class InvalidArgumentError(XG2Error, ValueError):
-    """An argument is out of range, of the wrong shape, or otherwise invalid."""
+class InvalidArgumentError(XG2Error, ValueError, TypeError):
+    """An argument is out of range, of the wrong type or shape, or otherwise invalid.
+
+    Also a ``TypeError``: a caller of the XGrammar API catches that for a wrong type."""
 
 
 class GrammarError(XG2Error, ValueError):
@@ -50,3 +55,39 @@ def check(status: int) -> None:
     if status:
         message = ffi.string(lib.xg2_last_error()).decode("utf-8", "replace")
         raise _BY_STATUS.get(status, XG2Error)(message or f"native status {status}")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def as_index(value: Any, what: str) -> int:
+    """``value`` as an int, by ``operator.index``: a Python or numpy integer, or a
+    one-element integer tensor.  A bool, float, str or anything else is an
+    ``InvalidArgumentError`` naming ``what``: a public index, id or count is never
+    coerced (``int(1.5)`` would silently pick another row or token)."""
+    if type(value) is int:
+        return value
+    dtype = getattr(value, "dtype", None)
+    if isinstance(value, bool) or (dtype is not None and "bool" in str(dtype)):
+        raise InvalidArgumentError(f"{what} must be an integer, got the bool {_shown(value)}")
+    try:
+        return operator.index(value)
+    except Exception:
+        raise InvalidArgumentError(
+            f"{what} must be an integer, got {type(value).__name__} {_shown(value)}"
+        ) from None
+
+
+def as_index_list(values: Any, what: str) -> list:
+    """A sequence of integers (see :func:`as_index`) as a list of ints."""
+    if isinstance(values, (str, bytes, bytearray)):
+        raise InvalidArgumentError(f"{what} must be a sequence of integers, got {type(values).__name__}")
+    try:
+        items = list(values)
+    except Exception:
+        raise InvalidArgumentError(
+            f"{what} must be a sequence of integers, got {type(values).__name__} {_shown(values)}"
+        ) from None
+    return [as_index(v, f"{what}[{i}]") for i, v in enumerate(items)]

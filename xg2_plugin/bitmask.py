@@ -8,12 +8,13 @@ Importing this module only imports ``torch``; Triton is imported lazily, the fir
 the Triton backend is actually used.
 """
 
-import operator
 import os
 import warnings
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
+
+from ._errors import InvalidArgumentError, LimitExceededError, as_index
 
 __all__ = [
     "bitmask_dtype",
@@ -32,28 +33,38 @@ _SUPPORTED_LOGITS_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.
 
 IndicesLike = Union[Sequence[int], torch.Tensor]
 
+# Far above any batch of real masks (1,024 rows of a 256k vocabulary take 32 MiB), so
+# that a bad size is an error instead of a process-killing allocation.
+MAX_BITMASK_BYTES = 1 << 30
+
 
 def get_bitmask_shape(batch_size: int, vocab_size: int) -> Tuple[int, int]:
     """Return the bitmask shape ``(batch_size, ceil(vocab_size / 32))``."""
-    batch_size = operator.index(batch_size)
-    vocab_size = operator.index(vocab_size)
+    batch_size = as_index(batch_size, "batch_size")
+    vocab_size = as_index(vocab_size, "vocab_size")
     if batch_size < 0:
-        raise ValueError(f"batch_size must be non-negative, got {batch_size}")
+        raise InvalidArgumentError(f"batch_size must be non-negative, got {batch_size}")
     if vocab_size < 0:
-        raise ValueError(f"vocab_size must be non-negative, got {vocab_size}")
+        raise InvalidArgumentError(f"vocab_size must be non-negative, got {vocab_size}")
     return (batch_size, (vocab_size + _BITS_PER_WORD - 1) // _BITS_PER_WORD)
 
 
 def allocate_token_bitmask(batch_size: int, vocab_size: int) -> torch.Tensor:
     """Allocate a CPU int32 bitmask of shape ``get_bitmask_shape(batch_size, vocab_size)``
-    with every token allowed (all bits set, i.e. every word is ``-1``)."""
-    return torch.full(get_bitmask_shape(batch_size, vocab_size), -1, dtype=bitmask_dtype)
+    with every token allowed (all bits set, i.e. every word is ``-1``).  Larger than
+    ``MAX_BITMASK_BYTES`` (1 GiB): ``LimitExceededError``."""
+    shape = get_bitmask_shape(batch_size, vocab_size)
+    if shape[0] * shape[1] * 4 > MAX_BITMASK_BYTES:
+        raise LimitExceededError(
+            f"a bitmask of {shape[0]} x {shape[1]} int32 words is over MAX_BITMASK_BYTES ({MAX_BITMASK_BYTES})"
+        )
+    return torch.full(shape, -1, dtype=bitmask_dtype)
 
 
 def reset_token_bitmask(bitmask: torch.Tensor) -> None:
     """Reset ``bitmask`` in place so that every token is allowed."""
     if not isinstance(bitmask, torch.Tensor):
-        raise TypeError(f"bitmask must be a torch.Tensor, got {type(bitmask).__name__}")
+        raise InvalidArgumentError(f"bitmask must be a torch.Tensor, got {type(bitmask).__name__}")
     bitmask.fill_(-1)
 
 
@@ -74,37 +85,30 @@ def _normalize_indices(
         return None
     if isinstance(indices, torch.Tensor):
         if indices.dtype == torch.bool or indices.dtype.is_floating_point or indices.is_complex():
-            raise TypeError(f"indices must be an integer tensor, got dtype {indices.dtype}")
+            raise InvalidArgumentError(f"indices must be an integer tensor, got dtype {indices.dtype}")
         if indices.dim() != 1:
-            raise ValueError(f"indices must be a 1-D tensor, got {indices.dim()}-D")
+            raise InvalidArgumentError(f"indices must be a 1-D tensor, got {indices.dim()}-D")
         idx = indices.detach().to(device="cpu", dtype=torch.int64)
     else:
         if isinstance(indices, (str, bytes)):
-            raise TypeError("indices must be a list of ints or an integer tensor")
+            raise InvalidArgumentError("indices must be a list of ints or an integer tensor")
         try:
             items = list(indices)
         except TypeError:
-            raise TypeError(
+            raise InvalidArgumentError(
                 "indices must be a list of ints or an integer tensor, "
                 f"got {type(indices).__name__}"
             ) from None
-        values = []
-        for item in items:
-            if isinstance(item, bool):
-                raise TypeError("indices must contain ints, got a bool")
-            try:
-                values.append(operator.index(item))
-            except TypeError:
-                raise TypeError(
-                    f"indices must contain ints, got {type(item).__name__}"
-                ) from None
+        values = [as_index(item, f"indices[{i}]") for i, item in enumerate(items)]
+        if any(not -(2**63) <= v < 2**63 for v in values):
+            raise InvalidArgumentError("indices holds a value out of the int64 range")
         idx = torch.tensor(values, dtype=torch.int64)
     limit = min(logits_batch, bitmask_batch)
     if idx.numel() > 0:
         lo, hi = int(idx.min()), int(idx.max())
         if lo < 0 or hi >= limit:
             bad = lo if lo < 0 else hi
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"indices contains {bad}, which is out of range: every index must be in "
                 f"[0, {limit}) (logits batch size {logits_batch}, bitmask batch size "
                 f"{bitmask_batch})"
@@ -120,25 +124,25 @@ def _validate(
 ) -> Tuple[int, Optional[torch.Tensor]]:
     """Check every argument; return the effective vocab size and normalized indices."""
     if not isinstance(logits, torch.Tensor):
-        raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
+        raise InvalidArgumentError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
     if not isinstance(bitmask, torch.Tensor):
-        raise TypeError(f"bitmask must be a torch.Tensor, got {type(bitmask).__name__}")
+        raise InvalidArgumentError(f"bitmask must be a torch.Tensor, got {type(bitmask).__name__}")
     if logits.device != bitmask.device:
-        raise ValueError(
+        raise InvalidArgumentError(
             "logits and bitmask must be on the same device, but got "
             f"logits.device={logits.device}, bitmask.device={bitmask.device}"
         )
     if bitmask.dtype != bitmask_dtype:
-        raise TypeError(f"bitmask must have dtype torch.int32, got {bitmask.dtype}")
+        raise InvalidArgumentError(f"bitmask must have dtype torch.int32, got {bitmask.dtype}")
     if logits.dtype not in _SUPPORTED_LOGITS_DTYPES:
-        raise TypeError(
+        raise InvalidArgumentError(
             "logits must be a floating-point tensor (float32, float16, bfloat16 or float64), "
             f"got {logits.dtype}"
         )
     if logits.dim() not in (1, 2):
-        raise ValueError(f"logits must be 1-D or 2-D, got {logits.dim()}-D")
+        raise InvalidArgumentError(f"logits must be 1-D or 2-D, got {logits.dim()}-D")
     if bitmask.dim() not in (1, 2):
-        raise ValueError(f"bitmask must be 1-D or 2-D, got {bitmask.dim()}-D")
+        raise InvalidArgumentError(f"bitmask must be 1-D or 2-D, got {bitmask.dim()}-D")
 
     logits_width = logits.shape[-1]
     bitmask_width = bitmask.shape[-1]
@@ -153,23 +157,16 @@ def _validate(
             )
         vocab_size = min(logits_width, covered)
     else:
-        if isinstance(vocab_size, bool):
-            raise TypeError("vocab_size must be an int, got bool")
-        try:
-            vocab_size = operator.index(vocab_size)
-        except TypeError:
-            raise TypeError(
-                f"vocab_size must be an int, got {type(vocab_size).__name__}"
-            ) from None
+        vocab_size = as_index(vocab_size, "vocab_size")
         if vocab_size < 0:
-            raise ValueError(f"vocab_size must be non-negative, got {vocab_size}")
+            raise InvalidArgumentError(f"vocab_size must be non-negative, got {vocab_size}")
         if vocab_size > logits_width:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"vocab_size {vocab_size} is larger than the logits width {logits_width}"
             )
         needed_words = (vocab_size + _BITS_PER_WORD - 1) // _BITS_PER_WORD
         if needed_words > bitmask_width:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"bitmask is too narrow for vocab_size {vocab_size}: it needs at least "
                 f"{needed_words} int32 words per row but has {bitmask_width}"
             )
@@ -178,7 +175,7 @@ def _validate(
     bitmask_batch = _batch_of(bitmask)
     idx = _normalize_indices(indices, logits_batch, bitmask_batch)
     if idx is None and logits_batch != bitmask_batch:
-        raise ValueError(
+        raise InvalidArgumentError(
             "logits and bitmask must have the same batch size when indices is not given, "
             f"but got logits batch size {logits_batch} and bitmask batch size {bitmask_batch}"
         )
@@ -269,7 +266,7 @@ def apply_token_bitmask_inplace(
         (``TRITON_INTERPRET=1``).
     """
     if not isinstance(backend, str) or backend not in _BACKENDS:
-        raise ValueError(f"Unknown backend {backend!r}; backend must be one of {list(_BACKENDS)}")
+        raise InvalidArgumentError(f"Unknown backend {backend!r}; backend must be one of {list(_BACKENDS)}")
 
     vocab_size, idx = _validate(logits, bitmask, vocab_size, indices)
 
@@ -284,7 +281,7 @@ def apply_token_bitmask_inplace(
 
     if backend == "cpu":
         if device_type != "cpu":
-            raise ValueError(
+            raise InvalidArgumentError(
                 f'backend "cpu" requires CPU tensors, but logits are on {logits.device}'
             )
         _apply_torch(logits, bitmask, vocab_size, idx)
@@ -292,7 +289,7 @@ def apply_token_bitmask_inplace(
         _apply_torch(logits, bitmask, vocab_size, idx)
     else:  # triton
         if device_type == "cpu" and not _triton_interpreter_enabled():
-            raise ValueError(
+            raise InvalidArgumentError(
                 'backend "triton" needs GPU tensors; CPU tensors are only supported under the '
                 "Triton interpreter (set TRITON_INTERPRET=1 before importing triton), "
                 'otherwise use backend="cpu"'

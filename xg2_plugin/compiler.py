@@ -6,12 +6,14 @@ matcher first needs them, so compiling costs about as much as parsing.
 
 from __future__ import annotations
 
+import itertools
 import threading
+import weakref
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Hashable, Optional, Union
+from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Union
 
-from ._errors import InvalidArgumentError, check
+from ._errors import InvalidArgumentError, as_index, check
 from ._native import ffi, lib
 from .grammar import Grammar
 from .tokenizer import TokenizerInfo
@@ -19,6 +21,70 @@ from .tokenizer import TokenizerInfo
 __all__ = ["CompiledGrammar", "GrammarCompiler"]
 
 DEFAULT_CACHE_LIMIT_BYTES = 512 * 1024 * 1024
+
+# How a compiler's cache_limit_bytes (the TOTAL) is split between the caches it
+# uses; the shares sum to at most the total.
+RULE_CACHE_MAX_BYTES = 32 * 1024 * 1024
+
+
+def cache_shares(total: int) -> Dict[str, int]:
+    """The limit of each cache under a total of ``total`` bytes: token masks 1/2,
+    compiled grammars 3/8, rule automata 1/8 but at most 32 MiB."""
+    return {
+        "token_masks": total // 2,
+        "compiled_grammars": total * 3 // 8,
+        "rule_automata": min(RULE_CACHE_MAX_BYTES, total // 8),
+    }
+
+
+class _SharedLimit:
+    """The limit of a cache several compilers share (a tokenizer's mask pool, the
+    process-wide rule cache): the smallest share of the compilers alive, so a new
+    compiler can tighten it but never loosen it; it is recomputed when one is
+    collected (and left as it is when none is left)."""
+
+    _ids = itertools.count()
+    _lock = threading.RLock()  # (re-entrant: a finalizer may run inside a locked section)
+
+    def __init__(self, apply: Callable[[int], Any]) -> None:
+        self._apply = apply
+        self._shares: Dict[int, int] = {}
+
+    def add(self, owner: object, share: int) -> None:
+        with self._lock:
+            token = next(self._ids)
+            self._shares[token] = share
+            self._apply(min(self._shares.values()))
+        weakref.finalize(owner, self._remove, token)
+
+    def _remove(self, token: int) -> None:
+        with self._lock:
+            self._shares.pop(token, None)
+            if self._shares:
+                self._apply(min(self._shares.values()))
+
+    def current(self) -> Optional[int]:
+        with self._lock:
+            return min(self._shares.values()) if self._shares else None
+
+    def clear(self) -> None:
+        """Empty the cache now (a limit of 0 evicts everything), keeping the limit."""
+        with self._lock:
+            self._apply(0)
+            if self._shares:
+                self._apply(min(self._shares.values()))
+
+
+_RULE_CACHE_LIMIT = _SharedLimit(lib.xg2_rule_cache_set_limit)
+
+
+def _mask_limit_of(info: TokenizerInfo) -> _SharedLimit:
+    with _SharedLimit._lock:
+        shared = info.__dict__.get("_mask_limit")
+        if shared is None:
+            handle = info._handle  # (not info: no reference cycle through the closure)
+            shared = info._mask_limit = _SharedLimit(lambda b: check(lib.xg2_vocab_set_cache_limit(handle, b)))
+        return shared
 
 _PRECOMPUTE_POOL: Optional[ThreadPoolExecutor] = None
 _PRECOMPUTE_LOCK = threading.Lock()
@@ -104,11 +170,14 @@ class GrammarCompiler:
     cache_enabled
         Whether compiled grammars are cached (keyed by their source and options).
     cache_limit_bytes
-        Upper bound in bytes of each of the two caches: compiled grammars (kept per
-        compiler) and token masks (computed on first use, shared by every grammar
-        compiled for this tokenizer, sub-structures shared across grammars).  Least
-        recently used entries are evicted.  ``-1`` selects the default bound
-        (512 MiB): the caches are never unbounded.
+        Upper bound in bytes of everything the compiler's caches hold together,
+        split in fixed shares (:func:`cache_shares`): the token masks (computed on
+        first use, shared by every grammar compiled for this tokenizer) 1/2, the
+        compiled grammars (kept per compiler) 3/8, the process-wide cache of rule
+        automata 1/8 but at most 32 MiB.  Least recently used entries are evicted.
+        A shared cache's limit is the smallest share of the compilers alive that
+        use it: a new compiler can tighten an operator's bound, never loosen it.
+        ``-1`` selects the default (512 MiB): the caches are never unbounded.
     precompute_states
         After each new compile, compute the token masks of this many automaton
         states (nearest the start first) in a background thread, without the GIL,
@@ -132,22 +201,31 @@ class GrammarCompiler:
     ) -> None:
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise InvalidArgumentError("tokenizer_info must be a TokenizerInfo")
-        if int(max_threads) < 1:
+        max_threads = as_index(max_threads, "max_threads")
+        if max_threads < 1:
             raise InvalidArgumentError(f"max_threads must be >= 1, got {max_threads}")
-        if cache_limit_bytes != -1 and cache_limit_bytes < 0:
-            raise InvalidArgumentError("cache_limit_bytes must be -1 (default bound) or >= 0")
+        cache_limit_bytes = as_index(cache_limit_bytes, "cache_limit_bytes")
+        if cache_limit_bytes != -1 and not 0 <= cache_limit_bytes < 2**63:
+            raise InvalidArgumentError(
+                f"cache_limit_bytes must be -1 (default bound) or in [0, 2**63), got {cache_limit_bytes}"
+            )
         _check_count(precompute_states, "precompute_states")
         _check_ms(precompute_ms, "precompute_ms")
         self._precompute_states = precompute_states
         self._precompute_ms = precompute_ms
         self._tokenizer_info = tokenizer_info
-        self._max_threads = int(max_threads)
+        self._max_threads = max_threads
         self._cache_enabled = bool(cache_enabled)
-        self._limit = DEFAULT_CACHE_LIMIT_BYTES if cache_limit_bytes == -1 else int(cache_limit_bytes)
-        self._cache: "OrderedDict[Hashable, CompiledGrammar]" = OrderedDict()
+        self._limit = DEFAULT_CACHE_LIMIT_BYTES if cache_limit_bytes == -1 else cache_limit_bytes
+        shares = cache_shares(self._limit)
+        self._grammar_limit = shares["compiled_grammars"]
+        # Each entry with the size it was counted at, so eviction subtracts exactly that.
+        self._cache: "OrderedDict[Hashable, Tuple[CompiledGrammar, int]]" = OrderedDict()
         self._cache_bytes = 0
         self._lock = threading.Lock()
-        check(lib.xg2_vocab_set_cache_limit(tokenizer_info._handle, self._limit))
+        self._mask_limit = _mask_limit_of(tokenizer_info)
+        self._mask_limit.add(self, shares["token_masks"])
+        _RULE_CACHE_LIMIT.add(self, shares["rule_automata"])
 
     @property
     def tokenizer_info(self) -> TokenizerInfo:
@@ -237,12 +315,16 @@ class GrammarCompiler:
         return self._cached(("choices", items), lambda: Grammar.from_choices(items))
 
     def _cached(self, key: Hashable, make_grammar) -> CompiledGrammar:
+        try:
+            hash(key)
+        except TypeError:  # (a list where a str or an option was expected)
+            raise InvalidArgumentError(f"unhashable argument in {key[0]} compile: {key[1:]!r:.100}") from None
         if self._cache_enabled:
             with self._lock:
                 hit = self._cache.get(key)
                 if hit is not None:
                     self._cache.move_to_end(key)
-                    return hit
+                    return hit[0]
         compiled = CompiledGrammar(make_grammar(), self._tokenizer_info)
         if self._precompute_states:
             compiled._precompute_future = _precompute_pool().submit(
@@ -250,28 +332,40 @@ class GrammarCompiler:
         if self._cache_enabled:
             size = compiled.memory_size_bytes
             with self._lock:
-                if key not in self._cache and size <= self._limit:
-                    self._cache[key] = compiled
+                if key not in self._cache and size <= self._grammar_limit:
+                    self._cache[key] = (compiled, size)
                     self._cache_bytes += size
-                    while self._cache_bytes > self._limit and self._cache:
-                        _, old = self._cache.popitem(last=False)
-                        self._cache_bytes -= old.memory_size_bytes
+                    while self._cache_bytes > self._grammar_limit and self._cache:
+                        _, (_, old_size) = self._cache.popitem(last=False)
+                        self._cache_bytes -= old_size
         return compiled
 
     # ---- cache ----
 
     def clear_cache(self) -> None:
-        """Drop the compiled grammars and the tokenizer's token-mask cache."""
+        """Empty every cache counted in :meth:`get_cache_size_bytes`."""
         with self._lock:
             self._cache.clear()
             self._cache_bytes = 0
         lib.xg2_vocab_clear_cache(self._tokenizer_info._handle)
+        _RULE_CACHE_LIMIT.clear()
 
     def get_cache_size_bytes(self) -> int:
-        """Bytes held by the compiled-grammar cache and the token-mask cache."""
+        """Bytes held by the caches under ``cache_limit_bytes``: this compiler's
+        compiled grammars, the tokenizer's token masks and the rule automata."""
         with self._lock:
             compiled = self._cache_bytes
-        return compiled + int(lib.xg2_vocab_cache_bytes(self._tokenizer_info._handle))
+        masks = int(lib.xg2_vocab_cache_bytes(self._tokenizer_info._handle))
+        return compiled + masks + int(lib.xg2_rule_cache_bytes())
+
+    def get_cache_limits(self) -> Dict[str, Optional[int]]:
+        """The limit in force on each cache: this compiler's share of compiled
+        grammars; the shared ones' smallest share among the compilers alive."""
+        return {
+            "compiled_grammars": self._grammar_limit,
+            "token_masks": self._mask_limit.current(),
+            "rule_automata": _RULE_CACHE_LIMIT.current(),
+        }
 
     def get_mask_cache_stats(self) -> dict:
         """Entries, hits, misses and evictions of the shared token-mask cache."""

@@ -49,6 +49,15 @@ ws ::= [ \t\n\r]*
 """
 
 
+def _utf8(text: str, what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidArgumentError(
+            f"{what} holds the lone surrogate U+{ord(text[e.start]):04X} at offset {e.start}, which UTF-8 cannot encode"
+        ) from None
+
+
 class Grammar:
     """A parsed, normalised grammar.  Build one with :meth:`from_ebnf`."""
 
@@ -70,9 +79,9 @@ class Grammar:
             raise InvalidArgumentError(f"ebnf_string must be a str, got {type(ebnf_string).__name__}")
         if not isinstance(root_rule_name, str) or not root_rule_name:
             raise InvalidArgumentError("root_rule_name must be a non-empty str")
-        text = ebnf_string.encode("utf-8")
+        text, root = _utf8(ebnf_string, "ebnf_string"), _utf8(root_rule_name, "root_rule_name")
         out = ffi.new("xg2_grammar **")
-        check(lib.xg2_grammar_from_ebnf(text, len(text), root_rule_name.encode("utf-8"), out))
+        check(lib.xg2_grammar_from_ebnf(text, len(text), root, out))
         handle = ffi.gc(out[0], lib.xg2_grammar_free, size=64 * len(text) + 1024)
         return Grammar(handle, ebnf_string, root_rule_name)
 
@@ -144,6 +153,8 @@ class Grammar:
         from ._errors import XG2Error
         from .lark import lark_to_ebnf
 
+        if not isinstance(lark_string, str):
+            raise InvalidArgumentError(f"lark_string must be a str, got {type(lark_string).__name__}")
         ebnf, root = lark_to_ebnf(lark_string)
         try:
             return Grammar.from_ebnf(ebnf, root_rule_name=root)

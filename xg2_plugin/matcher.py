@@ -1,18 +1,21 @@
 """GrammarMatcher: one generation's parser state; fills token masks, accepts tokens.
 
 Every call goes into the native core with the GIL released.  A matcher must not be
-used by two threads at once (the core refuses); different matchers may be used from
-different threads concurrently.
+used by two threads at once: the core refuses the overlapping call with
+``MatcherStateError``, and every result cell is per call, so no call ever returns
+another call's answer.  Different matchers may be used from different threads
+concurrently.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._errors import InvalidArgumentError, check
+from ._errors import InvalidArgumentError, as_index, as_index_list, check
 from ._native import ffi, lib
 from .compiler import CompiledGrammar
 
@@ -73,28 +76,41 @@ class _BitmaskView:
             return bitmask.data_ptr() == self.ptr and tuple(bitmask.shape) == self.shape
         return bitmask.ctypes.data == self.ptr and bitmask.shape == self.shape
 
-    def row(self, index: int) -> Any:
+    def row(self, index: Any) -> Any:
+        if type(index) is not int:  # (1.5 would address half a row past the checked range)
+            index = as_index(index, "index")
         if not 0 <= index < self.rows:
             raise InvalidArgumentError(f"index {index} is out of range for a bitmask of {self.rows} rows")
         return ffi.cast("int32_t *", self.ptr + index * self.stride)
 
 
-_last_view: Optional[_BitmaskView] = None
+class _PerThread(threading.local):
+    """What a call keeps between calls, per thread: the last bitmask view (a view is
+    immutable and only used for the object it was built from; threads filling their
+    own bitmasks do not evict each other's) and the cell the core writes a call's
+    result into (one cell per matcher would hand one thread another's answer; a new
+    cell per call costs a third of a cheap accept_token)."""
+
+    def __init__(self) -> None:
+        self.view: Optional[_BitmaskView] = None
+        self.cell = ffi.new("int *")
+
+
+_tls = _PerThread()
 
 
 def _view(bitmask: Any, words: int) -> _BitmaskView:
-    global _last_view
-    view = _last_view
+    view = _tls.view
     if view is None or not view.still_valid(bitmask) or view.shape[-1] != words:
         view = _BitmaskView(bitmask, words)
-        _last_view = view
+        _tls.view = view
     return view
 
 
-def _row_pointer(bitmask: Any, index: int, words: int) -> Tuple[Any, Any]:
+def _row_pointer(bitmask: Any, index: Any, words: int) -> Tuple[Any, Any]:
     """(int32_t* to row `index`, the checked view) after checking dtype, device and shape."""
     view = _view(bitmask, words)
-    return view.row(int(index)), view
+    return view.row(index), view
 
 
 class GrammarMatcher:
@@ -125,9 +141,10 @@ class GrammarMatcher:
         if override_stop_tokens is None:
             stops, n_stop = ffi.NULL, -1
         else:
-            ids = [int(override_stop_tokens)] if isinstance(override_stop_tokens, (int, np.integer)) else [
-                int(t) for t in override_stop_tokens
-            ]
+            if isinstance(override_stop_tokens, (int, np.integer)):
+                ids = [as_index(override_stop_tokens, "override_stop_tokens")]
+            else:
+                ids = as_index_list(override_stop_tokens, "override_stop_tokens")
             bad = [t for t in ids if not 0 <= t < compiled_grammar.tokenizer_info.vocab_size]
             if bad:
                 raise InvalidArgumentError(
@@ -142,8 +159,6 @@ class GrammarMatcher:
         self._handle = handle
         self._compiled = compiled_grammar
         self._words = (compiled_grammar.tokenizer_info.vocab_size + 31) // 32
-        self._accepted = ffi.new("int *")
-        self._need = ffi.new("int *")
 
     @property
     def compiled_grammar(self) -> CompiledGrammar:
@@ -153,20 +168,30 @@ class GrammarMatcher:
         """Advance by one token.  Returns False (state unchanged) if the grammar rejects
         it, if it is a special or padding token, or after termination.  A token id
         outside ``[0, vocab_size)`` raises ``InvalidArgumentError`` (a ``ValueError``)."""
-        try:
-            token = int(token_id)
-        except (TypeError, ValueError) as e:
-            raise InvalidArgumentError(f"token_id must be an integer, got {token_id!r}") from e
+        token = token_id if type(token_id) is int else as_index(token_id, "token_id")
         if not -(2**31) <= token < 2**31:
             raise InvalidArgumentError(f"token id {token} is out of range")
-        check(lib.xg2_matcher_accept_token(self._handle, token, self._accepted))
-        return bool(self._accepted[0])
+        accepted = _tls.cell
+        check(lib.xg2_matcher_accept_token(self._handle, token, accepted))
+        return bool(accepted[0])
 
     def accept_string(self, input_str: Union[str, bytes], *, debug_print: bool = False) -> bool:
-        """Advance by a string (all or nothing), as one rollback step."""
-        data = input_str.encode("utf-8") if isinstance(input_str, str) else bytes(input_str)
-        check(lib.xg2_matcher_accept_bytes(self._handle, data, len(data), self._accepted))
-        return bool(self._accepted[0])
+        """Advance by a string (all or nothing), as one rollback step.  ``input_str`` is a
+        str (encoded as UTF-8), bytes, bytearray or memoryview."""
+        if isinstance(input_str, str):
+            try:
+                data = input_str.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise InvalidArgumentError(f"input_str holds a lone surrogate at offset {e.start}") from None
+        elif isinstance(input_str, (bytes, bytearray, memoryview)):
+            data = bytes(input_str)
+        else:  # (bytes(10**9) would be a gigabyte of zeros)
+            raise InvalidArgumentError(
+                f"input_str must be a str, bytes, bytearray or memoryview, got {type(input_str).__name__}"
+            )
+        accepted = _tls.cell
+        check(lib.xg2_matcher_accept_bytes(self._handle, data, len(data), accepted))
+        return bool(accepted[0])
 
     def fill_next_token_bitmask(self, bitmask: Any, index: int = 0, *, debug_print: bool = False) -> bool:
         """Write the mask of allowed next tokens into row ``index`` of ``bitmask``.
@@ -176,7 +201,7 @@ class GrammarMatcher:
         whether the mask needs applying (False only if every token is allowed).  The
         matcher state is unchanged."""
         view = _view(bitmask, self._words)
-        need = self._need
+        need = _tls.cell
         check(lib.xg2_matcher_fill_mask(self._handle, view.row(index), self._words, need))
         return bool(need[0])
 
@@ -204,7 +229,7 @@ class GrammarMatcher:
 
         Raises ``InvalidArgumentError`` (a ``ValueError``) for a negative count or more
         steps than were accepted."""
-        n = int(num_tokens)
+        n = num_tokens if type(num_tokens) is int else as_index(num_tokens, "num_tokens")
         if not 0 <= n < 2**31:
             raise InvalidArgumentError(
                 f"cannot roll back {n} steps: only {self.num_accepted_steps} were accepted"
@@ -264,16 +289,17 @@ class BatchGrammarMatcher:
     """
 
     def __init__(self, max_threads: Union[int, str] = "auto") -> None:
-        if max_threads == "auto":
+        if isinstance(max_threads, str) and max_threads == "auto":
             max_threads = min(os.cpu_count() or 1, 16)
-        if not isinstance(max_threads, int) or max_threads < 1:
+        max_threads = as_index(max_threads, "max_threads (a positive int or 'auto')")
+        if not 1 <= max_threads < 2**31:
             raise InvalidArgumentError(f"max_threads must be a positive int or 'auto', got {max_threads!r}")
         self._threads = max_threads
         # The last batch's matchers and their handle array: an engine fills the same
         # running batch step after step, and checking it again would cost as much as
         # filling 16 cached masks.  Holding the tuple keeps the handles alive.
-        self._last_batch: Tuple[GrammarMatcher, ...] = ()
-        self._last_handles: Any = None
+        # One attribute, so a thread never pairs one batch with another's handles.
+        self._last: Tuple[Tuple[GrammarMatcher, ...], Any] = ((), None)
 
     def batch_fill_next_token_bitmask(
         self,
@@ -288,21 +314,27 @@ class BatchGrammarMatcher:
             return
         if indices is not None and len(indices) != len(matchers):
             raise InvalidArgumentError(f"{len(indices)} indices for {len(matchers)} matchers")
-        if matchers == self._last_batch:  # identity per element: GrammarMatcher has no __eq__
-            handles = self._last_handles
-        else:
+        last_batch, handles = self._last
+        if matchers != last_batch:  # identity per element: GrammarMatcher has no __eq__
             if any(not isinstance(m, GrammarMatcher) for m in matchers):
                 raise InvalidArgumentError("every element of matchers must be a GrammarMatcher")
             if len({id(m) for m in matchers}) != len(matchers):
                 raise InvalidArgumentError("the same matcher appears twice in the batch")
             handles = ffi.new("xg2_matcher *[]", [m._handle for m in matchers])
-            self._last_batch, self._last_handles = matchers, handles
+            self._last = (matchers, handles)
         words = matchers[0]._words
         view = _view(bitmask, words)
         if view.rows > 1 and view.stride != 4 * words:
             raise InvalidArgumentError("a batch fill needs a contiguous bitmask")
         first, rows = view.row(0), view.rows
-        idx = ffi.NULL if indices is None else ffi.new("int32_t[]", [int(i) for i in indices])
+        if indices is None:
+            idx = ffi.NULL
+        else:
+            ids = as_index_list(indices, "indices")
+            if any(not 0 <= i < rows for i in ids):
+                bad = next(i for i in ids if not 0 <= i < rows)
+                raise InvalidArgumentError(f"indices holds {bad}, out of range for a bitmask of {rows} rows")
+            idx = ffi.new("int32_t[]", ids)
         check(lib.xg2_batch_fill_masks(handles, len(matchers), first, rows, words, idx, self._threads))
 
     @staticmethod
@@ -316,7 +348,7 @@ class BatchGrammarMatcher:
         if not matchers:
             return []
         handles = ffi.new("xg2_matcher *[]", [m._handle for m in matchers])
-        ids = [int(t) for t in tokens]
+        ids = as_index_list(tokens, "tokens")
         if any(not -(2**31) <= t < 2**31 for t in ids):
             raise InvalidArgumentError("token id out of range")
         out = ffi.new("int8_t[]", len(matchers))

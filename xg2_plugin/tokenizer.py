@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from ._errors import InvalidArgumentError, check
+from ._errors import InvalidArgumentError, as_index, as_index_list, check
 from ._native import ffi, lib
 
 __all__ = ["VocabType", "TokenizerInfo"]
@@ -60,19 +60,45 @@ _BYTE_LEVEL_CHARS = frozenset(
 )
 
 
-def _as_bytes(token: Union[str, bytes]) -> bytes:
-    return token if isinstance(token, bytes) else token.encode("utf-8", "surrogatepass")
+# The core keeps a byte of flags per id and masks of vocab_size bits: bound it far
+# above any model's vocabulary (the largest are ~1M) so that a bad number is an error,
+# not gigabytes allocated.
+MAX_VOCAB_SIZE = 1 << 24
+
+
+def _vocab_bytes(encoded_vocab: Any) -> List[bytes]:
+    """The token strings as bytes; InvalidArgumentError naming the first bad one."""
+    if isinstance(encoded_vocab, (str, bytes, bytearray)):
+        raise InvalidArgumentError("encoded_vocab must be a sequence of token strings, not one string")
+    try:
+        items = list(encoded_vocab)
+    except Exception:
+        raise InvalidArgumentError(
+            f"encoded_vocab must be a sequence of str or bytes, got {type(encoded_vocab).__name__}"
+        ) from None
+    out = []
+    for i, token in enumerate(items):
+        if isinstance(token, bytes):
+            out.append(token)
+        elif isinstance(token, str):
+            out.append(token.encode("utf-8", "surrogatepass"))
+        else:
+            raise InvalidArgumentError(f"encoded_vocab[{i}] must be a str or bytes, got {type(token).__name__}")
+    return out
 
 
 def _int_list(ids: Optional[Union[int, Sequence[int]]], what: str) -> Optional[List[int]]:
     if ids is None:
         return None
     if isinstance(ids, (int, np.integer)):
-        return [int(ids)]
-    try:
-        return [int(i) for i in ids]
-    except (TypeError, ValueError) as e:
-        raise InvalidArgumentError(f"{what} must be a list of token ids, got {ids!r}") from e
+        return [as_index(ids, what)]
+    return as_index_list(ids, what)
+
+
+def _check_ids(ids: List[int], vocab_size: int, what: str) -> None:
+    for i in ids:
+        if not 0 <= i < vocab_size:
+            raise InvalidArgumentError(f"{what} holds {i}, out of range [0, {vocab_size})")
 
 
 class TokenizerInfo:
@@ -109,19 +135,22 @@ class TokenizerInfo:
     ) -> None:
         if not isinstance(vocab_type, VocabType):
             raise InvalidArgumentError(f"vocab_type must be a VocabType, got {vocab_type!r}")
-        tokens = [_as_bytes(t) for t in encoded_vocab]
+        tokens = _vocab_bytes(encoded_vocab)
         if vocab_size is None:
             vocab_size = len(tokens)
-        vocab_size = int(vocab_size)
-        if vocab_size <= 0:
-            raise InvalidArgumentError(f"vocab_size must be positive, got {vocab_size}")
+        vocab_size = as_index(vocab_size, "vocab_size")
+        if not 0 < vocab_size <= MAX_VOCAB_SIZE:
+            raise InvalidArgumentError(f"vocab_size must be in [1, {MAX_VOCAB_SIZE}], got {vocab_size}")
         tokens = tokens[:vocab_size]
         stops = _int_list(stop_token_ids, "stop_token_ids")
         if stops is None:
             wanted = {t.encode("utf-8") for t in _STOP_TEXTS}
             stops = [i for i, t in enumerate(tokens) if t in wanted]
+        _check_ids(stops, vocab_size, "stop_token_ids")
         specials = sorted(set(_int_list(special_token_ids, "special_token_ids") or []))
-        specials = [i for i in specials if i < vocab_size]
+        if specials and specials[0] < 0:
+            raise InvalidArgumentError(f"special_token_ids holds {specials[0]}, a negative id")
+        specials = [i for i in specials if i < vocab_size]  # (ids beyond a truncated vocab: dropped)
         offsets = np.zeros(len(tokens) + 1, dtype=np.uint32)
         if tokens:
             np.cumsum([len(t) for t in tokens], out=offsets[1:])
@@ -171,7 +200,7 @@ class TokenizerInfo:
         if not vocab:
             raise InvalidArgumentError("the tokenizer's vocabulary is empty")
         n_tokens = max(len(vocab), max(vocab.values()) + 1)
-        size = int(vocab_size) if vocab_size is not None else n_tokens
+        size = as_index(vocab_size, "vocab_size") if vocab_size is not None else n_tokens
         encoded: List[str] = [""] * min(n_tokens, size)
         for text, idx in vocab.items():
             if idx < len(encoded):
@@ -302,7 +331,10 @@ class TokenizerInfo:
         data = ffi.new("const char **")
         length = ffi.new("size_t *")
         flags = ffi.new("int *")
-        check(lib.xg2_vocab_token(self._handle, int(token_id), data, length, flags))
+        token = as_index(token_id, "token_id")
+        if not 0 <= token < 2**31:
+            raise InvalidArgumentError(f"token id {token} is out of range")
+        check(lib.xg2_vocab_token(self._handle, token, data, length, flags))
         return int(flags[0])
 
     # ---- metadata ----

@@ -341,9 +341,11 @@ def test_compiler_cache_limit_evicts(tiny):
     texts = [f'root ::= "{w}" [a-z]{{1,{k}}}' for k, w in enumerate(["aa", "bb", "cc", "dd"], start=3)]
     sizes = [xgr.GrammarCompiler(info, cache_enabled=False).compile_grammar(t).memory_size_bytes for t in texts]
     assert min(sizes) > 0
-    limit = max(sizes) + min(sizes) // 2  # room for one entry, not two
+    share = max(sizes) + min(sizes) // 2  # room for one entry, not two
+    limit = share * 8 // 3 + 2  # compiled grammars get 3/8 of the total
     comp = xgr.GrammarCompiler(info, cache_limit_bytes=limit)
     assert comp.cache_limit_bytes == limit
+    assert max(sizes) <= comp.get_cache_limits()["compiled_grammars"] < max(sizes) + min(sizes)
     first = comp.compile_grammar(texts[0])
     assert comp.compile_grammar(texts[0]) is first
     for t in texts[1:]:

@@ -24,6 +24,7 @@ import torch
 import transformers
 
 import xg2_plugin as xgr
+from xg2_plugin._errors import InvalidArgumentError, MatcherStateError
 from xg2_plugin.compiler import CompiledGrammar
 from xg2_plugin.matcher import GrammarMatcher
 
@@ -45,9 +46,9 @@ class LogitsProcessor(transformers.LogitsProcessor):
     - The first call (the prompt step) creates the matchers and a bitmask; it accepts
       nothing, since ``input_ids`` then holds only the prompt.
     - Every later call first accepts the last generated token of each row
-      (``input_ids[:, -1]``).  If a row's matcher rejects it, a ``RuntimeError`` naming the
-      row and the token is raised (this happens when the processor is reused, combined
-      with processors that run after it and change the choice, or used with a decoding
+      (``input_ids[:, -1]``).  If a row's matcher rejects it, a ``MatcherStateError`` (a
+      ``RuntimeError``) naming the row and the token is raised (this happens when the
+      processor is reused, combined with processors that run after it and change the choice, or used with a decoding
       mode it does not support, such as beam search).
     - Then each row's mask is filled and applied with
       :func:`xg2_plugin.apply_token_bitmask_inplace`, the bitmask moved to the logits'
@@ -71,7 +72,7 @@ class LogitsProcessor(transformers.LogitsProcessor):
     ``vocab_size=config.vocab_size``), the mask is applied with ``vocab_size`` set to the
     TokenizerInfo's size and the extra logits are set to ``-inf`` (those ids are no token
     and can never match).  Logits narrower than the TokenizerInfo's vocabulary raise
-    ``ValueError``.
+    ``InvalidArgumentError`` (a ``ValueError``).
 
     Notes
     -----
@@ -89,15 +90,15 @@ class LogitsProcessor(transformers.LogitsProcessor):
             list(compiled_grammar) if isinstance(compiled_grammar, (list, tuple)) else [compiled_grammar]
         )
         if not grammars:
-            raise ValueError("LogitsProcessor needs at least one compiled grammar")
+            raise InvalidArgumentError("LogitsProcessor needs at least one compiled grammar")
         for g in grammars:
             if not isinstance(g, CompiledGrammar):
-                raise TypeError(
+                raise InvalidArgumentError(
                     f"LogitsProcessor needs xg2_plugin CompiledGrammar objects, got {type(g).__name__}"
                 )
         sizes = {g.tokenizer_info.vocab_size for g in grammars}
         if len(sizes) != 1:
-            raise ValueError(f"the compiled grammars have different vocabulary sizes: {sorted(sizes)}")
+            raise InvalidArgumentError(f"the compiled grammars have different vocabulary sizes: {sorted(sizes)}")
         self._grammars: List[CompiledGrammar] = grammars
         self._per_row = isinstance(compiled_grammar, (list, tuple))
         self.vocab_size: int = sizes.pop()
@@ -110,7 +111,7 @@ class LogitsProcessor(transformers.LogitsProcessor):
 
     def _start(self, batch_size: int) -> None:
         if self._per_row and len(self._grammars) != batch_size:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{len(self._grammars)} compiled grammars were given for a batch of {batch_size} rows"
             )
         grammars = self._grammars if self._per_row else self._grammars * batch_size
@@ -138,13 +139,13 @@ class LogitsProcessor(transformers.LogitsProcessor):
         if not self.matchers:
             self._start(batch_size)
         if input_ids.shape[0] != self.batch_size or batch_size != self.batch_size:
-            raise RuntimeError(
+            raise MatcherStateError(
                 f"this LogitsProcessor was started for a batch of {self.batch_size} rows but got "
                 f"input_ids with {input_ids.shape[0]} and scores with {batch_size}; create a new "
                 "LogitsProcessor for every generate() call (beam search is not supported)"
             )
         if width < self.vocab_size:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"the logits have {width} columns but the grammar's TokenizerInfo has "
                 f"vocab_size {self.vocab_size}; build it with "
                 "TokenizerInfo.from_huggingface(tokenizer, vocab_size=model.config.vocab_size)"
@@ -156,7 +157,7 @@ class LogitsProcessor(transformers.LogitsProcessor):
                 if matcher.is_terminated():
                     continue  # a finished row: its token is generate()'s padding
                 if not matcher.accept_token(token):
-                    raise RuntimeError(
+                    raise MatcherStateError(
                         f"row {row}: the grammar rejected generated token {token}; the "
                         "LogitsProcessor's mask was not respected (reused processor, another "
                         "processor after it, or an unsupported decoding mode)"
