@@ -17,6 +17,7 @@
 
 #define GUARD_ERR 0xFFFFFFFEu
 #define HASH_FROM 16 /* sets smaller than this are deduplicated by a linear scan */
+#define WAIT_INDEX_FROM 16 /* longer wait lists are sorted by rule when their set is sealed */
 
 /* ---- lookahead guards: interned sorted sets of lookahead-DFA states ---- */
 
@@ -185,6 +186,21 @@ static uint32_t guard_over(xg2_parser *p, uint32_t g, uint32_t o, uint32_t pos) 
     return g;
 }
 
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* First wait index in [lo, hi) (sorted by rule) whose rule is >= rule. */
+static uint32_t wait_lower_bound(const xg2_parser *p, uint32_t lo, uint32_t hi, uint32_t rule) {
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (p->wait_rule.a[mid] < rule) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 /* `it` (a final item at position pos) completes its rule. */
 static int complete(xg2_parser *p, uint32_t begin, xg2_item it, uint32_t pos) {
     const xg2_grammar *g = p->g;
@@ -200,7 +216,7 @@ static int complete(xg2_parser *p, uint32_t begin, xg2_item it, uint32_t pos) {
         p->root_done = 1;
         return XG2_OK;
     }
-    uint32_t wend;
+    uint32_t wbeg = p->wait_start.a[o], wend, multi = 0;
     if (o == pos) {
         for (uint32_t i = 0; i < p->nulls.n; i++)
             if (p->nulls.a[i].rule == rule && p->nulls.a[i].guard == g0) goto known;
@@ -210,8 +226,16 @@ static int complete(xg2_parser *p, uint32_t begin, xg2_item it, uint32_t pos) {
         wend = p->wait.n;
     } else {
         wend = p->wait_start.a[o + 1];
+        if (wend - wbeg > WAIT_INDEX_FROM) { /* sealed and sorted by rule (seal) */
+            multi = wait_lower_bound(p, wbeg, wend, UINT32_MAX);
+            wbeg = wait_lower_bound(p, wbeg, multi, rule);
+        }
     }
-    for (uint32_t w = p->wait_start.a[o]; w < wend; w++) {
+    for (uint32_t w = wbeg; w < wend; w++) {
+        if (w < multi && p->wait_rule.a[w] != rule) { /* past this rule's run: on to the multi-rule waits */
+            w = multi - 1;
+            continue;
+        }
         /* (most waiting items wait on one rule: skip the others unread) */
         uint32_t wr = p->wait_rule.a[w];
         if (wr != rule && wr != UINT32_MAX) continue;
@@ -277,8 +301,24 @@ static int closure(xg2_parser *p, uint32_t begin, uint32_t pos) {
     return XG2_OK;
 }
 
-/* Finish the set under construction: record its bounds. */
+/* Finish the set under construction: record its bounds.  A long wait list is
+ * sorted by the rule waited on (several rules: last), so a later completion
+ * finds its parents by binary search instead of scanning every waiting item:
+ * a set of n items waiting on n rules (a cycle of left-recursive rules) would
+ * otherwise cost n^2 per byte. */
 static int seal(xg2_parser *p) {
+    uint32_t w0 = p->wait_start.a[p->wait_start.n - 1], nw = p->wait.n - w0;
+    if (nw > WAIT_INDEX_FROM) {
+        uint64_t *keys = xg2__malloc(sizeof(uint64_t) * nw);
+        if (!keys) return XG2_NOMEM();
+        for (uint32_t i = 0; i < nw; i++) keys[i] = (uint64_t)p->wait_rule.a[w0 + i] << 32 | p->wait.a[w0 + i];
+        qsort(keys, nw, sizeof(uint64_t), cmp_u64);
+        for (uint32_t i = 0; i < nw; i++) {
+            p->wait_rule.a[w0 + i] = (uint32_t)(keys[i] >> 32);
+            p->wait.a[w0 + i] = (uint32_t)keys[i];
+        }
+        xg2__free(keys);
+    }
     if (vec_push(&p->set_start, p->items.n) || vec_push(&p->wait_start, p->wait.n)) return XG2_NOMEM();
     p->ns++;
     return XG2_OK;
