@@ -154,8 +154,11 @@ static int rehash(xg2_parser *p, uint32_t begin) {
 
 /* Add an item to the set under construction (which starts at `begin`) unless
  * it is already there. */
+int xg2__work_fail(void) { return xg2__fail(XG2_ERR_LIMIT, "step work limit exceeded"); }
+
 static int add_item(xg2_parser *p, uint32_t begin, uint32_t state, uint32_t origin, uint32_t count,
                     uint32_t guard) {
+    if (--p->work_left < 0) return xg2__work_fail();
     xg2_item it = {state, origin, count, guard};
     if (!p->hashed) {
         for (uint32_t i = begin; i < p->items.n; i++)
@@ -329,6 +332,7 @@ static int seal(xg2_parser *p) {
 static int init_with(xg2_parser *p, const xg2_grammar *g, uint32_t state, uint32_t origin, uint32_t count) {
     memset(p, 0, sizeof *p);
     p->g = g;
+    p->work_left = INT64_MAX;
     if (guards_init(&p->guards) || vec_push(&p->set_start, 0) || vec_push(&p->wait_start, 0)) {
         xg2__parser_free(p);
         return XG2_NOMEM();
@@ -393,6 +397,7 @@ int xg2__parser_copy(xg2_parser *d, const xg2_parser *s) {
     memset(d, 0, sizeof *d);
     d->g = s->g;
     d->ns = s->ns;
+    d->work_left = INT64_MAX;
     COPY_VEC(&d->items, &s->items);
     COPY_VEC(&d->set_start, &s->set_start);
     COPY_VEC(&d->wait, &s->wait);
@@ -433,6 +438,7 @@ int xg2__parser_push(xg2_parser *p, uint8_t c) {
     p->hashed = 0;
     p->nulls.n = 0;
     p->root_done = 0;
+    if (--p->work_left < 0) return -xg2__work_fail();
     if (vec_push(&p->input, c)) return -XG2_NOMEM();
     for (uint32_t i = p->set_start.a[k]; i < end; i++) {
         xg2_item it = p->items.a[i];

@@ -189,6 +189,7 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
         xg2_item it = p->items.a[i];
         if (it.origin >= k && !(k == 0 && i == begin)) continue; /* a prediction */
         if (!(g->states[it.state].flags & (SF_BYTES | SF_REFS | SF_REPEAT))) continue;
+        if (--p->work_left < 0) { rc = xg2__work_fail(); goto out; } /* a kernel item looked at */
         uint64_t k1, k2;
         xg2__mask_key(g, v, &it, &k1, &k2);
         int dup = key_set_add(&seen, held, n_ent, k1, k2);
@@ -206,7 +207,7 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
         if ((h->e = memo_find(memo, k1, k2))) {
             h->owned = 0;
         } else {
-            if ((rc = xg2__mask_entry_get(g, v, &it, k1, k2, &h->e))) goto out;
+            if ((rc = xg2__mask_entry_get(g, v, &it, k1, k2, &p->work_left, &h->e))) goto out;
             h->owned = 1;
         }
         n_ent++;
