@@ -203,10 +203,9 @@ int xg2_matcher_jump_forward(xg2_matcher *matcher, char *buf, size_t cap, size_t
  * per byte the parser takes, parser item made and vocabulary-trie node
  * stepped) fails with XG2_ERR_LIMIT "fill work limit of N units exceeded"
  * (accept, jump-forward likewise) and leaves the matcher as it was; nothing
- * half-computed is cached, so a later call is unaffected.  A unit is about
- * 20 ns (see XG2_DEFAULT_STEP_WORK in the sources for the default, ~60 ms).
- * units <= 0: no limit.  New matchers and forks take the default / the
- * source's limit. */
+ * half-computed is cached, so a later call is unaffected.  Ordinary fills run
+ * 20k-50k units per ms; new matchers get 1,000,000 units (~20-200 ms of work),
+ * forks their source's limit.  units <= 0: no limit. */
 int xg2_matcher_set_work_limit(xg2_matcher *matcher, int64_t units);
 int64_t xg2_matcher_work_limit(const xg2_matcher *matcher);
 

@@ -1081,7 +1081,7 @@ int xg2_grammar_from_ebnf(const char *text, size_t len, const char *root, xg2_gr
     xg2__clear_error();
     if (!text || !root || !out) return xg2__fail(XG2_ERR_ARG, "NULL argument");
     xg2_grammar *g = xg2__calloc(1, sizeof *g);
-    if (!g) return XG2_NOMEM();
+    if (!g) return xg2__budget_status(XG2_NOMEM(), "starting");
     g->refs = 1;
     int rc = xg2__ir_init(&g->ir);
     if (rc) rc = XG2_NOMEM();

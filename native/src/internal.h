@@ -33,9 +33,13 @@
 #define XG2_MAX_SET_ITEMS (1 << 18)     /* Earley items at one input position */
 /* Work units one fill / accept may spend (xg2_matcher_set_work_limit): a unit is
  * a byte pushed into the parser, an item it adds, or a trie node stepped while
- * computing a mask entry.  Measured on the development machine (one core):
- * PLACEHOLDER */
-#define XG2_DEFAULT_STEP_WORK 3000000
+ * computing a mask entry.  Measured (DeepSeek vocabulary, one core of the
+ * development machine): 20k-50k units/ms for ordinary fills (a full trie walk
+ * under the live parser: 49k units/ms), ~5.6k units/ms with 30k items in the
+ * parser's sets (a cycle of 30k left-recursive rules).  So the default stops a
+ * call after ~20-50 ms of ordinary work, ~200 ms at worst; the slowest real
+ * fills (~1 ms) use a few percent of it.  (xg2_plugin/_budget.py: the same.) */
+#define XG2_DEFAULT_STEP_WORK 1000000
 #define XG2_MAX_GUARDS 4096             /* distinct pending-lookahead sets per matcher */
 #define XG2_LOOKAHEAD_SEARCH 32         /* bytes searched to prove a lookahead can hold */
 #define XG2_MAX_JUMP_FORWARD 4096       /* bytes returned by jump-forward */
