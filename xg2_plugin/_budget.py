@@ -5,7 +5,11 @@ the Python front-ends and (through the C core's thread-local budget) by the core
         grammar = Grammar.from_json_schema(schema)   # front-end calls check()/charge()
 
 The budget belongs to the calling thread: a compile runs on one thread (the core's
-part with the GIL released, on the same thread), so nothing here is shared.
+part with the GIL released, on the same thread), so nothing here is shared.  The core
+keeps its own thread-local copy (``xg2_budget_begin`` / ``xg2_budget_end``, opened
+and closed with this one): its parser, normaliser and automaton builders check the
+same deadline, and it counts its own allocations against the memory limit (the
+front-end's estimates and the core's bytes are each held to the limit).
 """
 
 from __future__ import annotations
@@ -15,14 +19,26 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-from ._errors import InvalidArgumentError, LimitExceededError
+from ._errors import InvalidArgumentError, LimitExceededError, check as _check_status
+from ._native import lib as _lib
 
-__all__ = ["compile_budget", "check", "charge"]
+__all__ = ["compile_budget", "check", "charge", "DEFAULT_MAX_STEP_WORK"]
 
 # Operator-facing defaults (GrammarCompiler's): generous enough for every MaskBench and
 # JSON-Schema-Test-Suite schema, finite so that no request can hold a worker forever.
 DEFAULT_COMPILE_TIME_LIMIT_MS = 10_000.0
 DEFAULT_COMPILE_MEMORY_LIMIT_BYTES = 1 << 30
+
+# Work units one mask fill (or accept) of a matcher may spend: one per byte the
+# parser takes, per parser item it makes and per vocabulary-trie node stepped
+# while computing a mask entry.  Measured (DeepSeek vocabulary, one core of the
+# development machine): 20k-50k units/ms for ordinary fills (a full trie walk under
+# the live parser: 49k units/ms, 103k units), down to ~5.6k units/ms for parser
+# sets of 30k items (a cycle of 30k left-recursive rules: 510k units, 90 ms).  So
+# the default stops a fill after ~20-50 ms of ordinary work and ~200 ms at worst;
+# the slowest real fills (~1 ms) use a few percent of it.  Same value as the core's
+# XG2_DEFAULT_STEP_WORK.
+DEFAULT_MAX_STEP_WORK = 1_000_000
 
 # How often check() reads the clock and lets other threads run (a mypyc-compiled
 # front-end never gives up the GIL on its own).
@@ -66,9 +82,21 @@ def compile_budget(time_limit_ms: Optional[float], memory_limit_bytes: Optional[
             budget.memory_left, budget.memory_limit = outer.memory_left, outer.memory_limit
     _local.budget = budget
     try:
+        _check_status(_lib.xg2_budget_begin(_ns(time_limit_ms), -1 if memory_limit_bytes is None else min(memory_limit_bytes, 2**62)))
+    except BaseException:
+        _local.budget = outer
+        raise
+    try:
         yield
     finally:
+        _lib.xg2_budget_end()
         _local.budget = outer
+
+
+def _ns(ms: Optional[float]) -> int:
+    if ms is None or ms * 1e6 >= 2**62:
+        return -1
+    return int(ms * 1e6)
 
 
 def remaining_ms() -> Optional[float]:

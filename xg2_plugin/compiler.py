@@ -13,6 +13,7 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Union
 
+from . import _budget
 from ._errors import InvalidArgumentError, as_index, check
 from ._native import ffi, lib
 from .grammar import Grammar
@@ -100,6 +101,11 @@ def _check_ms(value, what: str) -> None:
         raise InvalidArgumentError(f"{what} must be a number of milliseconds >= 0 or None, got {value!r}")
 
 
+def _check_step_work(value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidArgumentError(f"max_step_work must be an int >= 1 or None, got {value!r}")
+
+
 def _precompute_pool() -> ThreadPoolExecutor:
     """One background thread for the whole process: precompute runs beside decoding,
     and a compile must not pay for starting a thread."""
@@ -113,13 +119,22 @@ def _precompute_pool() -> ThreadPoolExecutor:
 class CompiledGrammar:
     """A grammar bound to a tokenizer; what every :class:`GrammarMatcher` of it shares."""
 
-    def __init__(self, grammar: Grammar, tokenizer_info: TokenizerInfo) -> None:
+    def __init__(self, grammar: Grammar, tokenizer_info: TokenizerInfo,
+                 max_step_work: Optional[int] = _budget.DEFAULT_MAX_STEP_WORK) -> None:
+        _check_step_work(max_step_work)
         out = ffi.new("xg2_compiled **")
         check(lib.xg2_compiled_new(grammar._handle, tokenizer_info._handle, out))
         self._handle = ffi.gc(out[0], lib.xg2_compiled_free)
         self._grammar = grammar
         self._tokenizer_info = tokenizer_info
+        self._max_step_work = max_step_work
         self._precompute_future: "Optional[Future[int]]" = None
+
+    @property
+    def max_step_work(self) -> Optional[int]:
+        """Work units one fill or accept of this grammar's matchers may spend (None:
+        unlimited); see ``GrammarCompiler(max_step_work=...)``."""
+        return self._max_step_work
 
     @property
     def grammar(self) -> Grammar:
@@ -187,6 +202,24 @@ class GrammarCompiler:
     precompute_ms
         A time budget for that work, in milliseconds from when it starts (the
         prefill it overlaps with); None (default): until ``precompute_states``.
+    compile_time_limit_ms
+        Time limit of one compile (front-end and core), in milliseconds; past it the
+        compile raises ``LimitExceededError`` naming the limit and where it was hit,
+        within a small multiple of the limit.  Default 10 s; None: no limit.  Each
+        ``compile_*`` call can override it (``time_limit_ms=``).
+    compile_memory_limit_bytes
+        Memory limit of one compile: the front-end's estimated structures and the
+        core's allocations during the compile are each held to it.  Default 1 GiB;
+        None: no limit.  Per call: ``memory_limit_bytes=``.
+    max_step_work
+        Work units one mask fill or token accept of a matcher may spend before it
+        raises ``LimitExceededError`` ("fill work limit of N units exceeded"), the
+        matcher unchanged and usable.  A unit is a byte the parser takes, a parser
+        item or a vocabulary-trie node stepped: ordinary fills run 20k-50k units/ms
+        (DeepSeek vocabulary, one core), large parser sets ~5.6k units/ms.  The
+        default, 1,000,000, stops a fill after ~20-200 ms; real fills use a few
+        percent of it.  None: no limit.  Carried by the compiled grammar to its
+        matchers (``GrammarMatcher(max_step_work=...)`` overrides).
     """
 
     def __init__(
@@ -198,6 +231,9 @@ class GrammarCompiler:
         cache_limit_bytes: int = -1,
         precompute_states: int = 0,
         precompute_ms: Optional[float] = None,
+        compile_time_limit_ms: Optional[float] = _budget.DEFAULT_COMPILE_TIME_LIMIT_MS,
+        compile_memory_limit_bytes: Optional[int] = _budget.DEFAULT_COMPILE_MEMORY_LIMIT_BYTES,
+        max_step_work: Optional[int] = _budget.DEFAULT_MAX_STEP_WORK,
     ) -> None:
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise InvalidArgumentError("tokenizer_info must be a TokenizerInfo")
@@ -211,6 +247,12 @@ class GrammarCompiler:
             )
         _check_count(precompute_states, "precompute_states")
         _check_ms(precompute_ms, "precompute_ms")
+        _budget._checked_limit(compile_time_limit_ms, "compile_time_limit_ms", (int, float))
+        _budget._checked_limit(compile_memory_limit_bytes, "compile_memory_limit_bytes", int)
+        _check_step_work(max_step_work)
+        self._time_limit_ms = compile_time_limit_ms
+        self._memory_limit_bytes = compile_memory_limit_bytes
+        self._max_step_work = max_step_work
         self._precompute_states = precompute_states
         self._precompute_ms = precompute_ms
         self._tokenizer_info = tokenizer_info
@@ -238,20 +280,25 @@ class GrammarCompiler:
     # ---- compilation ----
 
     def compile_grammar(
-        self, grammar: Union[Grammar, str], *, root_rule_name: str = "root"
+        self, grammar: Union[Grammar, str], *, root_rule_name: str = "root",
+        time_limit_ms: Optional[float] = None, memory_limit_bytes: Optional[int] = None,
     ) -> CompiledGrammar:
-        """Compile an EBNF grammar (a :class:`Grammar` or EBNF text)."""
+        """Compile an EBNF grammar (a :class:`Grammar` or EBNF text).  ``time_limit_ms`` /
+        ``memory_limit_bytes``, here and on every ``compile_*``: this compile's budget
+        (None: the compiler's ``compile_time_limit_ms`` / ``compile_memory_limit_bytes``)."""
+        limits = (time_limit_ms, memory_limit_bytes)
         if isinstance(grammar, Grammar):
             key = ("ebnf", grammar._source, grammar._root)
-            return self._cached(key, lambda: grammar)
+            return self._cached(key, lambda: grammar, limits)
         if isinstance(grammar, str):
             key = ("ebnf", grammar, root_rule_name)
-            return self._cached(key, lambda: Grammar.from_ebnf(grammar, root_rule_name=root_rule_name))
+            return self._cached(key, lambda: Grammar.from_ebnf(grammar, root_rule_name=root_rule_name), limits)
         raise InvalidArgumentError(f"grammar must be a Grammar or EBNF text, got {type(grammar).__name__}")
 
-    def compile_regex(self, regex: str) -> CompiledGrammar:
+    def compile_regex(self, regex: str, *, time_limit_ms: Optional[float] = None,
+                      memory_limit_bytes: Optional[int] = None) -> CompiledGrammar:
         """Compile a regular expression (``re.fullmatch`` semantics, see Grammar.from_regex)."""
-        return self._cached(("regex", regex), lambda: Grammar.from_regex(regex))
+        return self._cached(("regex", regex), lambda: Grammar.from_regex(regex), (time_limit_ms, memory_limit_bytes))
 
     def compile_json_schema(
         self,
@@ -264,6 +311,8 @@ class GrammarCompiler:
         max_whitespace_cnt=None,
         any_order: bool = False,
         lenient: bool = False,
+        time_limit_ms: Optional[float] = None,
+        memory_limit_bytes: Optional[int] = None,
     ) -> CompiledGrammar:
         """Compile a JSON Schema (JSON string, dict or pydantic model class); see
         :meth:`Grammar.from_json_schema`.  Cached by the options and, as XGrammar
@@ -297,35 +346,46 @@ class GrammarCompiler:
                 any_order=any_order,
                 lenient=lenient,
             ),
+            (time_limit_ms, memory_limit_bytes),
         )
 
-    def compile_builtin_json_grammar(self) -> CompiledGrammar:
+    def compile_builtin_json_grammar(self, *, time_limit_ms: Optional[float] = None,
+                                     memory_limit_bytes: Optional[int] = None) -> CompiledGrammar:
         """Any JSON object or array."""
-        return self._cached(("builtin_json",), Grammar.builtin_json_grammar)
+        return self._cached(("builtin_json",), Grammar.builtin_json_grammar, (time_limit_ms, memory_limit_bytes))
 
-    def compile_lark(self, lark_string: str) -> CompiledGrammar:
+    def compile_lark(self, lark_string: str, *, time_limit_ms: Optional[float] = None,
+                     memory_limit_bytes: Optional[int] = None) -> CompiledGrammar:
         """Compile a Lark grammar (start rule ``start``); see :meth:`Grammar.from_lark`."""
-        return self._cached(("lark", lark_string), lambda: Grammar.from_lark(lark_string))
+        return self._cached(("lark", lark_string), lambda: Grammar.from_lark(lark_string),
+                            (time_limit_ms, memory_limit_bytes))
 
-    def compile_choices(self, choices) -> CompiledGrammar:
+    def compile_choices(self, choices, *, time_limit_ms: Optional[float] = None,
+                        memory_limit_bytes: Optional[int] = None) -> CompiledGrammar:
         """Compile a choice among strings; see :meth:`Grammar.from_choices`."""
         from .choice import check_choices
 
         items = tuple(check_choices(choices))
-        return self._cached(("choices", items), lambda: Grammar.from_choices(items))
+        return self._cached(("choices", items), lambda: Grammar.from_choices(items),
+                            (time_limit_ms, memory_limit_bytes))
 
-    def _cached(self, key: Hashable, make_grammar) -> CompiledGrammar:
+    def _cached(self, key: Hashable, make_grammar, limits=(None, None)) -> CompiledGrammar:
         try:
             hash(key)
         except TypeError:  # (a list where a str or an option was expected)
             raise InvalidArgumentError(f"unhashable argument in {key[0]} compile: {key[1:]!r:.100}") from None
+        _budget._checked_limit(limits[0], "time_limit_ms", (int, float))  # (a bad one is an error, hit or miss)
+        _budget._checked_limit(limits[1], "memory_limit_bytes", int)
+        time_limit_ms = self._time_limit_ms if limits[0] is None else limits[0]
+        memory_limit_bytes = self._memory_limit_bytes if limits[1] is None else limits[1]
         if self._cache_enabled:
             with self._lock:
                 hit = self._cache.get(key)
                 if hit is not None:
                     self._cache.move_to_end(key)
                     return hit[0]
-        compiled = CompiledGrammar(make_grammar(), self._tokenizer_info)
+        with _budget.compile_budget(time_limit_ms, memory_limit_bytes):
+            compiled = CompiledGrammar(make_grammar(), self._tokenizer_info, self._max_step_work)
         if self._precompute_states:
             compiled._precompute_future = _precompute_pool().submit(
                 compiled.precompute, self._precompute_states, self._precompute_ms)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ._errors import InvalidArgumentError, as_index, as_index_list, check
 from ._native import ffi, lib
-from .compiler import CompiledGrammar
+from .compiler import CompiledGrammar, _check_step_work
 
 __all__ = ["GrammarMatcher", "BatchGrammarMatcher"]
 
@@ -126,6 +126,9 @@ class GrammarMatcher:
         Count as terminated as soon as the grammar is complete, without a stop token.
     max_rollback_tokens
         Deprecated and ignored, as in XGrammar: rollback is always unlimited.
+    max_step_work
+        Work units one fill or accept may spend (see ``GrammarCompiler(max_step_work=)``);
+        the default (-1) takes the compiled grammar's, None: no limit.
     """
 
     def __init__(
@@ -135,6 +138,7 @@ class GrammarMatcher:
         override_stop_tokens: Optional[Union[int, Sequence[int]]] = None,
         terminate_without_stop_token: bool = False,
         max_rollback_tokens: int = -1,
+        max_step_work: Optional[int] = -1,
     ) -> None:
         if not isinstance(compiled_grammar, CompiledGrammar):
             raise InvalidArgumentError("GrammarMatcher needs a CompiledGrammar (use GrammarCompiler)")
@@ -151,9 +155,14 @@ class GrammarMatcher:
                     f"stop token id {bad[0]} is out of range [0, {compiled_grammar.tokenizer_info.vocab_size})"
                 )
             stops, n_stop = ids, len(ids)
+        if max_step_work == -1 and not isinstance(max_step_work, bool):
+            max_step_work = compiled_grammar.max_step_work
+        _check_step_work(max_step_work)
         out = ffi.new("xg2_matcher **")
         check(lib.xg2_matcher_new(compiled_grammar._handle, stops, n_stop, bool(terminate_without_stop_token), out))
-        self._init(ffi.gc(out[0], lib.xg2_matcher_free), compiled_grammar)
+        handle = ffi.gc(out[0], lib.xg2_matcher_free)
+        check(lib.xg2_matcher_set_work_limit(handle, 0 if max_step_work is None else max_step_work))
+        self._init(handle, compiled_grammar)
 
     def _init(self, handle, compiled_grammar: CompiledGrammar) -> None:
         self._handle = handle

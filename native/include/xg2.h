@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XG2_ABI_VERSION 2
+#define XG2_ABI_VERSION 3
 
 /* Status codes.  ORDER STATUS: keep in sync with xg2_plugin/_errors.py.
  * New codes may be added; callers must treat unknown codes as errors. */
@@ -68,6 +68,21 @@ int xg2_abi_version(void);
 /* The message of the last failed call on this thread ("" if none).  The pointer
  * stays valid until the next failing call on the same thread. */
 const char *xg2_last_error(void);
+
+/* A compile budget for the calling thread, until the matching
+ * xg2_budget_end(): grammar construction on this thread (xg2_grammar_from_ebnf)
+ * fails with XG2_ERR_LIMIT ("compile time limit of X ms exceeded (while ...)",
+ * "compile memory limit of N bytes exceeded ...") once max_ns nanoseconds have
+ * passed since this call, or once the core's net allocation on this thread
+ * since this call passes max_bytes; negative: no limit of that kind.  Checked
+ * throughout parsing, normalisation, automaton construction and linking, so a
+ * compile stops within a small multiple of the limit, everything freed.
+ * Budgets nest (at most 8 deep; the tighter limit applies).  A server sets one
+ * around each request's compile. */
+int xg2_budget_begin(int64_t max_ns, int64_t max_bytes);
+/* Close the innermost budget; returns the net bytes counted since the
+ * outermost one opened. */
+int64_t xg2_budget_end(void);
 
 /* ---- vocab ------------------------------------------------------------ */
 
@@ -182,6 +197,17 @@ int xg2_matcher_fill_mask(xg2_matcher *matcher, int32_t *row, int64_t n_words, i
  * it starts with the rest of that character).  Writes at most cap bytes and sets *len to the full length
  * (bounded by an internal limit).  The matcher state is unchanged. */
 int xg2_matcher_jump_forward(xg2_matcher *matcher, char *buf, size_t cap, size_t *len);
+
+/* The work budget of one call: a fill_mask (batch fills too), accept_token,
+ * accept_bytes or jump_forward that needs more than `units` work units (one
+ * per byte the parser takes, parser item made and vocabulary-trie node
+ * stepped) fails with XG2_ERR_LIMIT "fill work limit of N units exceeded"
+ * (accept, jump-forward likewise) and leaves the matcher as it was; nothing
+ * half-computed is cached, so a later call is unaffected.  Ordinary fills run
+ * 20k-50k units per ms; new matchers get 1,000,000 units (~20-200 ms of work),
+ * forks their source's limit.  units <= 0: no limit. */
+int xg2_matcher_set_work_limit(xg2_matcher *matcher, int64_t units);
+int64_t xg2_matcher_work_limit(const xg2_matcher *matcher);
 
 /* Undo the last n accepted steps (tokens, strings, or the stop token). */
 int xg2_matcher_rollback(xg2_matcher *matcher, int32_t n);

@@ -57,7 +57,7 @@ int xg2_compiled_precompute(const xg2_compiled *c, int32_t max_states, int64_t m
             uint64_t k1, k2;
             xg2_mask_entry *e;
             xg2__mask_key(g, c->v, &it, &k1, &k2);
-            if ((rc = xg2__mask_entry_get(g, c->v, &it, k1, k2, &e))) goto out;
+            if ((rc = xg2__mask_entry_get(g, c->v, &it, k1, k2, NULL, &e))) goto out;
             xg2__pool_release(e);
             (*done)++;
         }

@@ -17,6 +17,7 @@
 
 #define GUARD_ERR 0xFFFFFFFEu
 #define HASH_FROM 16 /* sets smaller than this are deduplicated by a linear scan */
+#define WAIT_INDEX_FROM 16 /* longer wait lists are sorted by rule when their set is sealed */
 
 /* ---- lookahead guards: interned sorted sets of lookahead-DFA states ---- */
 
@@ -153,8 +154,11 @@ static int rehash(xg2_parser *p, uint32_t begin) {
 
 /* Add an item to the set under construction (which starts at `begin`) unless
  * it is already there. */
+int xg2__work_fail(void) { return xg2__fail(XG2_ERR_LIMIT, "step work limit exceeded"); }
+
 static int add_item(xg2_parser *p, uint32_t begin, uint32_t state, uint32_t origin, uint32_t count,
                     uint32_t guard) {
+    if (--p->work_left < 0) return xg2__work_fail();
     xg2_item it = {state, origin, count, guard};
     if (!p->hashed) {
         for (uint32_t i = begin; i < p->items.n; i++)
@@ -185,6 +189,21 @@ static uint32_t guard_over(xg2_parser *p, uint32_t g, uint32_t o, uint32_t pos) 
     return g;
 }
 
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* First wait index in [lo, hi) (sorted by rule) whose rule is >= rule. */
+static uint32_t wait_lower_bound(const xg2_parser *p, uint32_t lo, uint32_t hi, uint32_t rule) {
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (p->wait_rule.a[mid] < rule) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 /* `it` (a final item at position pos) completes its rule. */
 static int complete(xg2_parser *p, uint32_t begin, xg2_item it, uint32_t pos) {
     const xg2_grammar *g = p->g;
@@ -200,7 +219,7 @@ static int complete(xg2_parser *p, uint32_t begin, xg2_item it, uint32_t pos) {
         p->root_done = 1;
         return XG2_OK;
     }
-    uint32_t wend;
+    uint32_t wbeg = p->wait_start.a[o], wend, multi = 0;
     if (o == pos) {
         for (uint32_t i = 0; i < p->nulls.n; i++)
             if (p->nulls.a[i].rule == rule && p->nulls.a[i].guard == g0) goto known;
@@ -210,8 +229,16 @@ static int complete(xg2_parser *p, uint32_t begin, xg2_item it, uint32_t pos) {
         wend = p->wait.n;
     } else {
         wend = p->wait_start.a[o + 1];
+        if (wend - wbeg > WAIT_INDEX_FROM) { /* sealed and sorted by rule (seal) */
+            multi = wait_lower_bound(p, wbeg, wend, UINT32_MAX);
+            wbeg = wait_lower_bound(p, wbeg, multi, rule);
+        }
     }
-    for (uint32_t w = p->wait_start.a[o]; w < wend; w++) {
+    for (uint32_t w = wbeg; w < wend; w++) {
+        if (w < multi && p->wait_rule.a[w] != rule) { /* past this rule's run: on to the multi-rule waits */
+            w = multi - 1;
+            continue;
+        }
         /* (most waiting items wait on one rule: skip the others unread) */
         uint32_t wr = p->wait_rule.a[w];
         if (wr != rule && wr != UINT32_MAX) continue;
@@ -277,8 +304,24 @@ static int closure(xg2_parser *p, uint32_t begin, uint32_t pos) {
     return XG2_OK;
 }
 
-/* Finish the set under construction: record its bounds. */
+/* Finish the set under construction: record its bounds.  A long wait list is
+ * sorted by the rule waited on (several rules: last), so a later completion
+ * finds its parents by binary search instead of scanning every waiting item:
+ * a set of n items waiting on n rules (a cycle of left-recursive rules) would
+ * otherwise cost n^2 per byte. */
 static int seal(xg2_parser *p) {
+    uint32_t w0 = p->wait_start.a[p->wait_start.n - 1], nw = p->wait.n - w0;
+    if (nw > WAIT_INDEX_FROM) {
+        uint64_t *keys = xg2__malloc(sizeof(uint64_t) * nw);
+        if (!keys) return XG2_NOMEM();
+        for (uint32_t i = 0; i < nw; i++) keys[i] = (uint64_t)p->wait_rule.a[w0 + i] << 32 | p->wait.a[w0 + i];
+        qsort(keys, nw, sizeof(uint64_t), cmp_u64);
+        for (uint32_t i = 0; i < nw; i++) {
+            p->wait_rule.a[w0 + i] = (uint32_t)(keys[i] >> 32);
+            p->wait.a[w0 + i] = (uint32_t)keys[i];
+        }
+        xg2__free(keys);
+    }
     if (vec_push(&p->set_start, p->items.n) || vec_push(&p->wait_start, p->wait.n)) return XG2_NOMEM();
     p->ns++;
     return XG2_OK;
@@ -289,6 +332,7 @@ static int seal(xg2_parser *p) {
 static int init_with(xg2_parser *p, const xg2_grammar *g, uint32_t state, uint32_t origin, uint32_t count) {
     memset(p, 0, sizeof *p);
     p->g = g;
+    p->work_left = INT64_MAX;
     if (guards_init(&p->guards) || vec_push(&p->set_start, 0) || vec_push(&p->wait_start, 0)) {
         xg2__parser_free(p);
         return XG2_NOMEM();
@@ -353,6 +397,7 @@ int xg2__parser_copy(xg2_parser *d, const xg2_parser *s) {
     memset(d, 0, sizeof *d);
     d->g = s->g;
     d->ns = s->ns;
+    d->work_left = INT64_MAX;
     COPY_VEC(&d->items, &s->items);
     COPY_VEC(&d->set_start, &s->set_start);
     COPY_VEC(&d->wait, &s->wait);
@@ -393,6 +438,7 @@ int xg2__parser_push(xg2_parser *p, uint8_t c) {
     p->hashed = 0;
     p->nulls.n = 0;
     p->root_done = 0;
+    if (--p->work_left < 0) return -xg2__work_fail();
     if (vec_push(&p->input, c)) return -XG2_NOMEM();
     for (uint32_t i = p->set_start.a[k]; i < end; i++) {
         xg2_item it = p->items.a[i];

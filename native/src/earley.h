@@ -54,7 +54,16 @@ typedef struct {
     xg2_guards guards;
     int root_done; /* local mode: the root instance completed at the last push */
     uint32_t scanned; /* items the last push made by scanning (the first of its set) */
+    /* Work units left to this call (fill or accept): one per byte pushed and per
+     * item added, and (maskcache.c) per trie node stepped.  Past zero, the
+     * push fails with XG2_ERR_LIMIT (XG2_WORK_EXCEEDED below).  INT64_MAX after
+     * init: unlimited until the caller sets it. */
+    int64_t work_left;
 } xg2_parser;
+
+/* The work counter ran out (work_left < 0): what the caller reports. */
+static inline int xg2__work_exhausted(const xg2_parser *p) { return p->work_left < 0; }
+XG2_HIDDEN int xg2__work_fail(void);
 
 /* Origin of the root item of a local parser (maskcache.c): its rule instance
  * began before the parser's history, so completing it just sets root_done. */

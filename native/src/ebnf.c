@@ -589,6 +589,7 @@ static uint32_t parse_choices(parser *p) {
         uint32_t id = parse_sequence(p);
         if (p->rc) break;
         if (vec_push(&kids, id)) { p->rc = XG2_NOMEM(); break; }
+        if ((p->rc = xg2__budget_check("parsing rule", xg2__ir_name(p->ir, p->cur_rule)))) break;
         skip_ws(p);
         if (peekc(p, 0) != '|') break;
         adv(p, 1);

@@ -107,6 +107,7 @@ static uint32_t new_state(nfa_builder *b) {
         if (!b->rc) b->rc = xg2__fail(XG2_ERR_LIMIT, "a rule needs more than %d automaton states", XG2_MAX_NFA_STATES);
         return 0;
     }
+    if ((b->n & 4095) == 0 && !b->rc && (b->rc = xg2__budget_check("building an automaton", NULL))) return 0;
     if (vec_push(&b->tag, b->cur_tag)) {
         if (!b->rc) b->rc = XG2_NOMEM();
         return 0;
@@ -490,6 +491,7 @@ typedef struct {
     const loop_rec *loops; /* loops[k - 1] */
     uint32_t n_loops;
     uint8_t *in_head_closure; /* n_loops rows of n: state is in the eps-closure of loop k's head */
+    const char *name;         /* the rule's, for a compile-budget error (NULL: an expression) */
 } nfa_csr;
 
 static int make_csr(nfa_builder *b, uint32_t final, nfa_csr *c) {
@@ -823,6 +825,7 @@ static int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
     if (vec_push(&set, 0)) goto oom;
     if ((rc = next_state(c, &x, &set, &conflict, &id))) goto out;
     for (uint32_t d = 0; d < seq_count(ds); d++) {
+        if ((d & 15) == 0 && (rc = xg2__budget_check("determinising rule", c->name))) goto out;
         /* Gather the members' edges.  (Copy the member list: the pool may move.) */
         uint32_t nm = ds->off.a[d + 1] - ds->off.a[d];
         if (vec_reserve(&set, nm)) goto oom;
@@ -1217,7 +1220,7 @@ static void refiner_free(refiner *r) {
  * class from its signature over final classes in one step; the states of a
  * cycle are refined among themselves (refine()).  Linear on the long chains that
  * literals produce; states of different cycles are not merged. */
-static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
+static int minimize(const xg2_dfa *d, const char *name, uint32_t *block, uint32_t *n_blocks) {
     uint32_t n = d->n, nc = 0;
     int rc = XG2_OK;
     uint32_t *comp = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
@@ -1243,6 +1246,7 @@ static int minimize(const xg2_dfa *d, uint32_t *block, uint32_t *n_blocks) {
     for (uint32_t c = 0; c < nc; c++) {
         const uint32_t *mem = order + start[c];
         uint32_t m = start[c + 1] - start[c];
+        if ((c & 63) == 0 && (rc = xg2__budget_check("minimising rule", name))) goto out;
         x.cur = c;
         int cyclic = m > 1;
         if (!cyclic) { /* a single state is cyclic only with a self edge */
@@ -1624,7 +1628,7 @@ static int length_finish(xg2_u32vec *boff, brvec *br, flagvec *fin, xg2_u32vec *
         if (d.loops) { *d.loops = *loop; d.n_loops = 1; }
     }
     if (!d.roff || !block || (loop && !d.loops)) { rc = XG2_NOMEM(); goto out; }
-    if (!(rc = minimize(&d, block, &nblk))) rc = rebuild(&d, block, nblk, out);
+    if (!(rc = minimize(&d, NULL, block, &nblk))) rc = rebuild(&d, block, nblk, out);
 out:
     xg2__dfa_free(&d);
     xg2__free(block);
@@ -1828,6 +1832,7 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     c.tag = b.tag.a;
     c.loops = b.loops.a;
     c.n_loops = b.loops.n;
+    c.name = self_rule == UINT32_MAX ? NULL : xg2__ir_name(ir, self_rule);
     uint32_t limit = XG2_MAX_DFA_STATES;
     if (limit < 4 * b.n) limit = 4 * b.n;
     rc = determinize(&c, limit, &d);
@@ -1846,7 +1851,7 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     block = xg2__malloc(sizeof(uint32_t) * (d.n ? d.n : 1));
     if (!block) { rc = XG2_NOMEM(); goto out; }
     uint32_t nblk = 0;
-    if ((rc = minimize(&d, block, &nblk))) goto out;
+    if ((rc = minimize(&d, c.name, block, &nblk))) goto out;
     rc = rebuild(&d, block, nblk, out);
     if (!rc && cached) store(&key, key_hash, &slots, out);
 out:

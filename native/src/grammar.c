@@ -426,6 +426,7 @@ static int bs_or(xg2_byteset *a, const xg2_byteset *b) {
  * Both are least fixpoints. */
 static int compute_follow(xg2_grammar *g, const xg2_dfa *dfa) {
     uint32_t ns = g->n_states, nr = g->n_rules;
+    uint8_t *ends = NULL;
     xg2_byteset *first = xg2__calloc(ns ? ns : 1, sizeof(xg2_byteset));
     g->follow = xg2__calloc(nr ? nr : 1, sizeof(xg2_byteset));
     if (!first || !g->follow) { xg2__free(first); return XG2_NOMEM(); }
@@ -438,6 +439,8 @@ static int compute_follow(xg2_grammar *g, const xg2_dfa *dfa) {
                 byteset_add_range(&first[rt->start + i], d->br[j].lo, d->br[j].hi);
     }
     for (int changed = 1, round = 0; changed; round++) {
+        int rc = xg2__budget_check("computing FIRST and FOLLOW sets", NULL);
+        if (rc) { xg2__free(first); xg2__free(ends); return rc; }
         changed = 0;
         for (uint32_t i = 0; i < ns; i++) {
             uint32_t s = SWEEP(i);
@@ -457,10 +460,12 @@ static int compute_follow(xg2_grammar *g, const xg2_dfa *dfa) {
     /* follow: after R in parent P at q --R--> q': first[q'], and follow[P] when
      * P can end at q'; a repetition's child is followed by itself or by what
      * follows the repetition. */
-    uint8_t *ends = xg2__calloc(ns ? ns : 1, 1); /* state can complete its rule through nullable edges */
+    ends = xg2__calloc(ns ? ns : 1, 1); /* state can complete its rule through nullable edges */
     if (!ends) { xg2__free(first); return XG2_NOMEM(); }
     for (uint32_t s = 0; s < ns; s++) ends[s] = (g->states[s].flags & SF_FINAL) != 0;
     for (int changed = 1, round = 0; changed; round++) {
+        int rc = xg2__budget_check("computing FIRST and FOLLOW sets", NULL);
+        if (rc) { xg2__free(first); xg2__free(ends); return rc; }
         changed = 0;
         for (uint32_t i = 0; i < ns; i++) {
             uint32_t s = SWEEP(i);
@@ -471,6 +476,8 @@ static int compute_follow(xg2_grammar *g, const xg2_dfa *dfa) {
         }
     }
     for (int changed = 1, round = 0; changed; round++) {
+        int rc = xg2__budget_check("computing FIRST and FOLLOW sets", NULL);
+        if (rc) { xg2__free(first); xg2__free(ends); return rc; }
         changed = 0;
         for (uint32_t i = 0; i < ns; i++) {
             uint32_t s = SWEEP(i);
@@ -747,6 +754,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     uint64_t total = 0, n_ref = 0;
     for (uint32_t qi = 0; qi < queue.n; qi++) {
         uint32_t r = queue.a[qi];
+        if ((qi & 15) == 0 && (rc = xg2__budget_check("building rule", xg2__ir_name(ir, r)))) goto out;
         const xg2_rule_ir *ru = &ir->rules.a[r];
         xg2_rule *rt = &g->rules[r];
         rt->kind = ru->kind;
@@ -1073,12 +1081,13 @@ int xg2_grammar_from_ebnf(const char *text, size_t len, const char *root, xg2_gr
     xg2__clear_error();
     if (!text || !root || !out) return xg2__fail(XG2_ERR_ARG, "NULL argument");
     xg2_grammar *g = xg2__calloc(1, sizeof *g);
-    if (!g) return XG2_NOMEM();
+    if (!g) return xg2__budget_status(XG2_NOMEM(), "starting");
     g->refs = 1;
     int rc = xg2__ir_init(&g->ir);
     if (rc) rc = XG2_NOMEM();
     if (!rc) rc = xg2__ebnf_parse(&g->ir, text, len, root);
     if (!rc) rc = link_with_fallbacks(g);
+    rc = xg2__budget_status(rc, "building the grammar");
     if (rc) {
         grammar_destroy(g);
         return rc;

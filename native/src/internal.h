@@ -31,6 +31,15 @@
 #define XG2_REGION_MAX_NFA (1 << 14)    /* estimated NFA states of a right-linear region */
 #define XG2_REGION_COPIES_MAX_NFA 8192  /* a rule that regions would copy past this stays a rule */
 #define XG2_MAX_SET_ITEMS (1 << 18)     /* Earley items at one input position */
+/* Work units one fill / accept may spend (xg2_matcher_set_work_limit): a unit is
+ * a byte pushed into the parser, an item it adds, or a trie node stepped while
+ * computing a mask entry.  Measured (DeepSeek vocabulary, one core of the
+ * development machine): 20k-50k units/ms for ordinary fills (a full trie walk
+ * under the live parser: 49k units/ms), ~5.6k units/ms with 30k items in the
+ * parser's sets (a cycle of 30k left-recursive rules).  So the default stops a
+ * call after ~20-50 ms of ordinary work, ~200 ms at worst; the slowest real
+ * fills (~1 ms) use a few percent of it.  (xg2_plugin/_budget.py: the same.) */
+#define XG2_DEFAULT_STEP_WORK 1000000
 #define XG2_MAX_GUARDS 4096             /* distinct pending-lookahead sets per matcher */
 #define XG2_LOOKAHEAD_SEARCH 32         /* bytes searched to prove a lookahead can hold */
 #define XG2_MAX_JUMP_FORWARD 4096       /* bytes returned by jump-forward */
@@ -58,7 +67,20 @@ XG2_HIDDEN int xg2__fail(int code, const char *fmt, ...) __attribute__((format(p
 XG2_HIDDEN void xg2__clear_error(void);
 #define XG2_NOMEM() xg2__fail(XG2_ERR_NOMEM, "out of memory")
 
-/* ---- allocation: one indirection so tests can inject failures ---- */
+/* ---- the compile budget of the calling thread (xg2_budget_begin) ----
+ * xg2__budget_check: call once per unit of compile work (a rule parsed, an
+ * automaton state built, a rule linked); XG2_OK, or XG2_ERR_LIMIT naming the
+ * limit and "while <what> '<name>'" (name may be NULL) once time is up or
+ * memory ran out.  A thread-local test and a clock read (~25 ns): hot loops
+ * call it every so many steps.
+ * xg2__budget_status: at a public entry point, rc unless the budget tripped
+ * during the call (then the budget's error, whatever rc says: callees may
+ * have caught a limit and tried another way). */
+XG2_HIDDEN int xg2__budget_check(const char *what, const char *name);
+XG2_HIDDEN int xg2__budget_status(int rc, const char *what);
+
+/* ---- allocation: one indirection so tests can inject failures (and so the
+ * compile budget counts this thread's net allocation) ---- */
 XG2_HIDDEN void *xg2__malloc(size_t n);
 XG2_HIDDEN void *xg2__calloc(size_t n, size_t size);
 XG2_HIDDEN void *xg2__realloc(void *p, size_t n);

@@ -417,9 +417,11 @@ static int expr_holds(const xg2_ir *ir, uint32_t id, const uint8_t *rule_ok, int
 
 /* Least fixpoint over all rules; passes alternate direction so that grammars
  * written top-down or bottom-up both settle in a few passes. */
-static void rule_fixpoint(const xg2_ir *ir, uint8_t *ok, int nullable) {
+static int rule_fixpoint(const xg2_ir *ir, uint8_t *ok, int nullable) {
     memset(ok, 0, ir->rules.n);
     for (int changed = 1, pass = 0; changed; pass++) {
+        int rc = xg2__budget_check(nullable ? "finding nullable rules" : "finding productive rules", NULL);
+        if (rc) return rc;
         changed = 0;
         for (uint32_t k = 0; k < ir->rules.n; k++) {
             uint32_t r = (pass & 1) ? k : ir->rules.n - 1 - k;
@@ -432,6 +434,7 @@ static void rule_fixpoint(const xg2_ir *ir, uint8_t *ok, int nullable) {
             changed = 1;
         }
     }
+    return XG2_OK;
 }
 
 static int mark_refs(const xg2_ir *ir, uint32_t id, uint8_t *seen, xg2_u32vec *stack) {
@@ -715,6 +718,7 @@ int xg2__ir_normalize(xg2_ir *ir) {
     uint8_t *ok = NULL;
     int rc = XG2_OK;
     for (uint32_t r = 0; r < ir->rules.n; r++) {
+        if ((r & 63) == 0 && (rc = xg2__budget_check("normalising rule", xg2__ir_name(ir, r)))) return rc;
         xg2_rule_ir *ru = &ir->rules.a[r];
         ru->body = simplify(ir, ru->body, NULL, 0);
         if (ru->lookahead >= 0) ru->lookahead = (int32_t)simplify(ir, (uint32_t)ru->lookahead, NULL, 0);
@@ -722,7 +726,7 @@ int xg2__ir_normalize(xg2_ir *ir) {
     if (ir->err) goto err;
     ok = xg2__malloc(ir->rules.n ? ir->rules.n : 1);
     if (!ok) return XG2_NOMEM();
-    rule_fixpoint(ir, ok, 0);
+    if ((rc = rule_fixpoint(ir, ok, 0))) goto out;
     if (!ok[ir->root]) {
         rc = xg2__fail(XG2_ERR_GRAMMAR, "the root rule \"%s\" matches no string",
                        xg2__ir_name(ir, ir->root));
@@ -730,6 +734,7 @@ int xg2__ir_normalize(xg2_ir *ir) {
     }
     for (uint32_t r = 0; r < ir->rules.n; r++) ok[r] = !ok[r]; /* now: dead */
     for (uint32_t r = 0; r < ir->rules.n; r++) {
+        if ((r & 63) == 0 && (rc = xg2__budget_check("normalising rule", xg2__ir_name(ir, r)))) goto out;
         xg2_rule_ir *ru = &ir->rules.a[r];
         ru->body = simplify(ir, ru->body, ok, 0);
         if (ru->lookahead >= 0) ru->lookahead = (int32_t)simplify(ir, (uint32_t)ru->lookahead, ok, 0);
@@ -739,7 +744,7 @@ int xg2__ir_normalize(xg2_ir *ir) {
     if ((rc = drop_unreachable(ir))) goto out;
     u8vec nullable = {0};
     if (vec_reserve(&nullable, ir->rules.n + 1)) { rc = XG2_NOMEM(); goto out; }
-    rule_fixpoint(ir, nullable.a, 1);
+    if ((rc = rule_fixpoint(ir, nullable.a, 1))) { vec_free(&nullable); goto out; }
     nullable.n = ir->rules.n;
     uint32_t n_before = ir->rules.n;
     for (uint32_t r = 0; r < n_before && !ir->err; r++) {

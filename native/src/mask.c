@@ -122,6 +122,50 @@ static void memo_update(xg2_mask_memo *memo, const held_entry *held, uint32_t n_
     *memo = next;
 }
 
+/* The keys of the entries held so far: a linear scan while few, then a hash
+ * table of indices into held (rebuilt as it grows). */
+typedef struct {
+    uint32_t *tab; /* held index + 1, 0 = empty */
+    uint32_t cap;
+} key_set;
+
+#define KEY_SCAN_MAX 8
+
+static inline uint32_t key_slot(uint64_t k1, uint64_t k2, uint32_t cap) {
+    return (uint32_t)(xg2__mix64(k1, k2) & (cap - 1));
+}
+
+/* 1 if (k1, k2) is among held[0 .. n)'s keys, else 0 (the caller appends it as
+ * held[n]); -1 on allocation failure. */
+static int key_set_add(key_set *ks, const held_entry *held, uint32_t n, uint64_t k1, uint64_t k2) {
+    if (n <= KEY_SCAN_MAX) {
+        for (uint32_t j = 0; j < n; j++)
+            if (held[j].e->k1 == k1 && held[j].e->k2 == k2) return 1;
+        if (n < KEY_SCAN_MAX) return 0;
+    }
+    if (4 * (uint64_t)(n + 1) > ks->cap) { /* (re)build from held */
+        uint32_t cap = ks->cap ? ks->cap * 2 : 64;
+        while (cap < 4 * (uint64_t)(n + 1)) cap *= 2;
+        uint32_t *t = xg2__calloc(cap, sizeof(uint32_t));
+        if (!t) return -1;
+        xg2__free(ks->tab);
+        ks->tab = t;
+        ks->cap = cap;
+        for (uint32_t j = 0; j < n; j++) {
+            uint32_t h = key_slot(held[j].e->k1, held[j].e->k2, cap);
+            while (t[h]) h = (h + 1) & (cap - 1);
+            t[h] = j + 1;
+        }
+    }
+    uint32_t h = key_slot(k1, k2, ks->cap);
+    for (; ks->tab[h]; h = (h + 1) & (ks->cap - 1)) {
+        const xg2_mask_entry *e = held[ks->tab[h] - 1].e;
+        if (e->k1 == k1 && e->k2 == k2) return 1;
+    }
+    ks->tab[h] = n + 1; /* the caller stores held[n] */
+    return 0;
+}
+
 int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_memo *memo) {
     const xg2_grammar *g = p->g;
     uint32_t k = p->ns - 1;
@@ -133,15 +177,24 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
             return xg2__mask_walk(p, v, row);
         }
     }
-    /* Gather the kernel items' entries (few: usually one). */
+    /* Gather the kernel items' entries (few: usually one), each key once: many
+     * items of one structure (a cycle of left-recursive rules puts one per rule
+     * in the set) share an entry, whose tokens need merging only once. */
     held_entry small[8], *held = small;
     uint32_t n_ent = 0, cap_ent = 8;
     int rc = XG2_OK;
     VEC(int32_t) merged = {0};
+    key_set seen = {0};
     for (uint32_t i = begin; i < end; i++) {
         xg2_item it = p->items.a[i];
         if (it.origin >= k && !(k == 0 && i == begin)) continue; /* a prediction */
         if (!(g->states[it.state].flags & (SF_BYTES | SF_REFS | SF_REPEAT))) continue;
+        if (--p->work_left < 0) { rc = xg2__work_fail(); goto out; } /* a kernel item looked at */
+        uint64_t k1, k2;
+        xg2__mask_key(g, v, &it, &k1, &k2);
+        int dup = key_set_add(&seen, held, n_ent, k1, k2);
+        if (dup < 0) { rc = XG2_NOMEM(); goto out; }
+        if (dup) continue;
         if (n_ent == cap_ent) {
             held_entry *bigger = xg2__malloc(sizeof(*bigger) * cap_ent * 2);
             if (!bigger) { rc = XG2_NOMEM(); goto out; }
@@ -150,13 +203,11 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
             held = bigger;
             cap_ent *= 2;
         }
-        uint64_t k1, k2;
-        xg2__mask_key(g, v, &it, &k1, &k2);
         held_entry *h = &held[n_ent];
         if ((h->e = memo_find(memo, k1, k2))) {
             h->owned = 0;
         } else {
-            if ((rc = xg2__mask_entry_get(g, v, &it, k1, k2, &h->e))) goto out;
+            if ((rc = xg2__mask_entry_get(g, v, &it, k1, k2, &p->work_left, &h->e))) goto out;
             h->owned = 1;
         }
         n_ent++;
@@ -207,6 +258,7 @@ out:
             if (held[j].owned) xg2__pool_release(held[j].e);
     }
     if (held != small) xg2__free(held);
+    xg2__free(seen.tab);
     vec_free(&merged);
     return rc;
 }

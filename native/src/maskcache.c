@@ -761,6 +761,7 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
     uint32_t *qs = w->qs, *cs = w->cs, cand_from = w->cand_from;
     uint8_t *cand = w->cand, *comp = w->comp;
     while (i < t->n_nodes) {
+        if (--w->p->work_left < 0) { *rc = xg2__work_fail(); return i; }
         const xg2_trie_node *nd = &nodes[i];
         uint32_t d = nd->depth;
         uint8_t c = nd->byte;
@@ -859,6 +860,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             i += nd->subtree;
             continue;
         }
+        if (--w->p->work_left < 0) return xg2__work_fail();
         uint32_t d = nd->depth; /* the node's depth; its parent is at d - 1 */
         uint8_t c = nd->byte;
         w->path[d] = c;
@@ -1355,7 +1357,7 @@ static int walk_bounded_string(walker *w, const xg2_vocab *v, const xg2_item *it
     return walk(w, &v->json_bounded.cont, acc, unc);
 }
 
-static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_mask_entry **out) {
+static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, int64_t *work, xg2_mask_entry **out) {
     size_t words = v->words;
     uint32_t depth = v->max_token_len + 2;
     workspace *ws = ws_get(words, depth);
@@ -1374,11 +1376,14 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
                 .set_from = UINT32_MAX, .set_q = ws->set_q, .set_n = ws->set_n, .set_r = ws->set_r,
                 .set_size = ws->set_size, .set_hash = ws->set_hash, .set_loop = ws->set_loop,
                 .far = xg2__count_far(v), .taken = &taken};
+    /* The walk spends the caller's work budget (written back below). */
     if (!ws->have_p) {
         if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) return rc;
         ws->have_p = 1;
+        ws->p.work_left = work ? *work : INT64_MAX;
     } else {
         ws->p.g = g;
+        ws->p.work_left = work ? *work : INT64_MAX;
         if ((rc = xg2__parser_reinit_local(&ws->p, it->state, it->count))) goto drop_parser;
     }
 
@@ -1416,7 +1421,8 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
         w.earley_from = 0;
         rc = walk(&w, &v->trie, acc, &ws->unc);
     }
-    if (rc) goto drop_parser;
+    if (rc) goto drop_parser; /* (nothing of a partial walk is kept) */
+    if (work) *work = ws->p.work_left;
 
     xg2_mask_entry *e = xg2__calloc(1, sizeof *e);
     if (!e) return XG2_NOMEM();
@@ -1450,6 +1456,7 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     *out = e;
     return XG2_OK;
 drop_parser: /* after a failure the scratch parser may be half-built: rebuild next time */
+    if (work) *work = ws->p.work_left;
     xg2__parser_free(&ws->p);
     ws->have_p = 0;
     return rc;
@@ -1458,12 +1465,12 @@ drop_parser: /* after a failure the scratch parser may be half-built: rebuild ne
 /* ---- the pool ---- */
 
 int xg2__mask_entry_get(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, uint64_t k1, uint64_t k2,
-                        xg2_mask_entry **out) {
+                        int64_t *work, xg2_mask_entry **out) {
     xg2_pool *pool = (xg2_pool *)&v->pool; /* the pool locks itself */
     xg2_mask_entry *e = xg2__pool_find(pool, k1, k2);
     if (!e) {
         /* Compute outside the lock; if another thread got there first, its entry wins. */
-        int rc = compute(g, v, it, &e);
+        int rc = compute(g, v, it, work, &e);
         if (rc) return rc;
         e->k1 = k1;
         e->k2 = k2;

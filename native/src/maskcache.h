@@ -26,8 +26,10 @@ XG2_HIDDEN void xg2__mask_key(const xg2_grammar *g, const xg2_vocab *v, const xg
 
 /* The entry for item `it` (key k1, k2 from xg2__mask_key) from the vocabulary's
  * pool, computed on first use, with a reference the caller drops with
- * xg2__pool_release. */
+ * xg2__pool_release.  work (NULL: unlimited): the caller's work units left
+ * (see xg2_parser.work_left), which computing the entry spends; past zero the
+ * computation stops with XG2_ERR_LIMIT and nothing is cached. */
 XG2_HIDDEN int xg2__mask_entry_get(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, uint64_t k1,
-                                   uint64_t k2, xg2_mask_entry **out);
+                                   uint64_t k2, int64_t *work, xg2_mask_entry **out);
 
 #endif

@@ -22,7 +22,19 @@ struct xg2_matcher {
     int terminate_without_stop;
     int busy; /* set while a call runs: one matcher, one thread */
     xg2_mask_memo memo; /* cache entries of the last fill */
+    int64_t work_limit; /* work units per fill / accept (xg2_matcher_set_work_limit); <= 0: none */
 };
+
+/* Give the parser this call's work budget. */
+static void start_work(xg2_matcher *m) { m->parser.work_left = m->work_limit > 0 ? m->work_limit : INT64_MAX; }
+
+/* rc, or the work limit's own message if that is what stopped the call. */
+static int work_status(xg2_matcher *m, int rc, const char *what) {
+    if (rc == XG2_ERR_LIMIT && xg2__work_exhausted(&m->parser))
+        rc = xg2__fail(XG2_ERR_LIMIT, "%s work limit of %lld units exceeded", what, (long long)m->work_limit);
+    m->parser.work_left = INT64_MAX;
+    return rc;
+}
 
 /* Enter/leave a matcher call; a second concurrent caller gets XG2_ERR_STATE. */
 static int enter(xg2_matcher *m) {
@@ -59,6 +71,7 @@ int xg2_matcher_new(const xg2_compiled *c, const int32_t *stop_ids, int32_t n_st
     if (n_stop) memcpy(m->stop_ids, stop_ids, sizeof(int32_t) * (size_t)n_stop);
     m->n_stop = n_stop;
     m->terminate_without_stop = tws != 0;
+    m->work_limit = XG2_DEFAULT_STEP_WORK;
     int rc = xg2__parser_init(&m->parser, c->g);
     if (rc) {
         vec_free(&m->steps);
@@ -155,8 +168,9 @@ int xg2_matcher_accept_token(xg2_matcher *m, int32_t t, int *accepted) {
     }
     if (v->flags[t]) goto out; /* special, padding, or a stop token this matcher does not use */
     uint32_t len = v->off[t + 1] - v->off[t];
+    start_work(m);
     int r = push_all(m, (const uint8_t *)v->bytes + v->off[t], len);
-    if (r < 0) { rc = -r; goto out; }
+    if (r < 0) { rc = work_status(m, -r, "accept"); goto out; }
     if (r) {
         if ((rc = record_step(m))) { xg2__parser_pop(&m->parser, len); goto out; }
         *accepted = 1;
@@ -172,8 +186,9 @@ int xg2_matcher_accept_bytes(xg2_matcher *m, const char *data, size_t len, int *
     if (!accepted || (len && !data)) { rc = xg2__fail(XG2_ERR_ARG, "NULL argument"); goto out; }
     *accepted = 0;
     if (m->stop_step) goto out;
+    start_work(m);
     int r = push_all(m, (const uint8_t *)data, len);
-    if (r < 0) { rc = -r; goto out; }
+    if (r < 0) { rc = work_status(m, -r, "accept"); goto out; }
     if (r) {
         if ((rc = record_step(m))) { xg2__parser_pop(&m->parser, (uint32_t)len); goto out; }
         *accepted = 1;
@@ -198,7 +213,8 @@ XG2_HIDDEN int xg2__matcher_fill(xg2_matcher *m, uint32_t *row, int *need_apply)
         memset(row, 0, words * sizeof(uint32_t));
         set_stop_bits(m, row);
     } else {
-        int rc = xg2__mask_fill(&m->parser, v, row, &m->memo);
+        start_work(m);
+        int rc = work_status(m, xg2__mask_fill(&m->parser, v, row, &m->memo), "fill");
         if (rc) return rc;
         if (xg2__parser_can_end(&m->parser)) set_stop_bits(m, row);
     }
@@ -232,6 +248,7 @@ int xg2_matcher_jump_forward(xg2_matcher *m, char *buf, size_t cap, size_t *len)
     uint8_t out[XG2_MAX_JUMP_FORWARD];
     size_t n = 0;
     if (!m->stop_step) {
+        start_work(m);
         while (n < sizeof out && !xg2__parser_can_end(&m->parser)) {
             /* Candidates from the items' edges, then each checked by the parser
              * (lookahead assertions and loop counts can rule some out). */
@@ -255,6 +272,7 @@ int xg2_matcher_jump_forward(xg2_matcher *m, char *buf, size_t cap, size_t *len)
             out[n++] = (uint8_t)only;
         }
         xg2__parser_pop(&m->parser, (uint32_t)n);
+        rc = work_status(m, rc, "jump-forward");
     }
     /* No partial UTF-8 character at the end.  (Inside a character the bytes
      * start with its continuation; the str API of the Python layer drops that.) */
@@ -271,6 +289,16 @@ int xg2_matcher_jump_forward(xg2_matcher *m, char *buf, size_t cap, size_t *len)
     leave(m);
     return rc;
 }
+
+int xg2_matcher_set_work_limit(xg2_matcher *m, int64_t units) {
+    int rc = enter(m);
+    if (rc) return rc;
+    m->work_limit = units > 0 ? units : 0;
+    leave(m);
+    return XG2_OK;
+}
+
+int64_t xg2_matcher_work_limit(const xg2_matcher *m) { return m ? m->work_limit : 0; }
 
 int xg2_matcher_rollback(xg2_matcher *m, int32_t n) {
     int rc = enter(m);
