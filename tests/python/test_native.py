@@ -52,6 +52,7 @@ PROGRAMS = {
     "test_vocab": "san",
     "test_grammar": "san",
     "test_matcher": "san",
+    "test_history": "san",
     "test_faults": "fault",
 }
 
