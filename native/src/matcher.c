@@ -16,7 +16,7 @@
 #include "earley.h"
 #include "mask.h"
 
-#define COMPACT_SLACK (64u << 10)
+#define COMPACT_SLACK (16u << 10)
 
 struct xg2_matcher {
     xg2_compiled *c;
