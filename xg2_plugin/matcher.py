@@ -21,6 +21,8 @@ from .compiler import CompiledGrammar, _check_step_work
 
 __all__ = ["GrammarMatcher", "BatchGrammarMatcher"]
 
+DEFAULT_MAX_HISTORY_BYTES = 256 << 20
+
 
 class _BitmaskView:
     """The checked geometry of one bitmask object: base pointer, rows, row stride.
@@ -125,7 +127,22 @@ class GrammarMatcher:
     terminate_without_stop_token
         Count as terminated as soon as the grammar is complete, without a stop token.
     max_rollback_tokens
-        Deprecated and ignored, as in XGrammar: rollback is always unlimited.
+        How many of the last steps :meth:`rollback` may undo; -1 (the default) for
+        all of them.  An engine passes its number of speculative tokens.  With a
+        bound the matcher forgets the history no rollback and no open rule can
+        reach any more, so memory stays what the open rules need: flat for a
+        regular grammar (``[a-z]*``: under 100 KiB after 1,000,000 tokens), what the
+        nesting depth needs for JSON.  Rolling back further raises
+        ``InvalidArgumentError`` naming the bound.
+    max_history_bytes
+        The most memory the matcher's history may use (default 256 MiB; ``None``:
+        no limit).  An ``accept_token`` / ``accept_string`` that would pass it raises
+        ``LimitExceededError`` naming the limit and changes nothing.  Without a
+        rollback bound the history keeps every step: about 25 bytes per accepted
+        byte under ``[a-z]*`` (one parser item, the set bounds, the byte) plus 4 per
+        step, 30-60 bytes per byte for JSON Schema output (more where many rules
+        are open at once), so the default allows roughly 5-10 MB of output;
+        with ``max_rollback_tokens`` set, only what stays reachable counts.
     max_step_work
         Work units one fill or accept may spend (see ``GrammarCompiler(max_step_work=)``);
         the default (-1) takes the compiled grammar's, None: no limit.
@@ -138,10 +155,12 @@ class GrammarMatcher:
         override_stop_tokens: Optional[Union[int, Sequence[int]]] = None,
         terminate_without_stop_token: bool = False,
         max_rollback_tokens: int = -1,
+        max_history_bytes: Optional[int] = DEFAULT_MAX_HISTORY_BYTES,
         max_step_work: Optional[int] = -1,
     ) -> None:
         if not isinstance(compiled_grammar, CompiledGrammar):
             raise InvalidArgumentError("GrammarMatcher needs a CompiledGrammar (use GrammarCompiler)")
+        rollback, history = _history_limits(max_rollback_tokens, max_history_bytes)
         if override_stop_tokens is None:
             stops, n_stop = ffi.NULL, -1
         else:
@@ -162,10 +181,13 @@ class GrammarMatcher:
         check(lib.xg2_matcher_new(compiled_grammar._handle, stops, n_stop, bool(terminate_without_stop_token), out))
         handle = ffi.gc(out[0], lib.xg2_matcher_free)
         check(lib.xg2_matcher_set_work_limit(handle, 0 if max_step_work is None else max_step_work))
-        self._init(handle, compiled_grammar)
+        check(lib.xg2_matcher_set_history_limits(handle, rollback, -1 if history is None else history))
+        self._init(handle, compiled_grammar, rollback, history)
 
-    def _init(self, handle, compiled_grammar: CompiledGrammar) -> None:
+    def _init(self, handle, compiled_grammar: CompiledGrammar, rollback: int, history: Optional[int]) -> None:
         self._handle = handle
+        self._max_rollback = rollback
+        self._max_history = history
         self._compiled = compiled_grammar
         self._words = (compiled_grammar.tokenizer_info.vocab_size + 31) // 32
 
@@ -260,7 +282,7 @@ class GrammarMatcher:
         out = ffi.new("xg2_matcher **")
         check(lib.xg2_matcher_fork(self._handle, out))
         forked = GrammarMatcher.__new__(GrammarMatcher)
-        forked._init(ffi.gc(out[0], lib.xg2_matcher_free), self._compiled)
+        forked._init(ffi.gc(out[0], lib.xg2_matcher_free), self._compiled, self._max_rollback, self._max_history)
         return forked
 
     def _debug_print_internal_state(self) -> str:
@@ -277,8 +299,19 @@ class GrammarMatcher:
 
     @property
     def max_rollback_tokens(self) -> int:
-        """Always -1: rollback is unlimited."""
-        return -1
+        """How many of the last steps rollback may undo (-1: all)."""
+        return self._max_rollback
+
+    @property
+    def max_history_bytes(self) -> Optional[int]:
+        """The history memory limit (None: no limit)."""
+        return self._max_history
+
+    @property
+    def history_bytes(self) -> int:
+        """Memory the history uses now (parser sets and items, the input, the step
+        list; allocations may hold up to about twice this)."""
+        return int(lib.xg2_matcher_history_bytes(self._handle))
 
     @property
     def stop_token_ids(self) -> List[int]:
@@ -286,6 +319,21 @@ class GrammarMatcher:
         buf = ffi.new("int32_t[]", max(n, 1))
         lib.xg2_matcher_stop_ids(self._handle, buf, n)
         return list(buf[0:n])
+
+
+def _history_limits(max_rollback_tokens: Any, max_history_bytes: Any) -> Tuple[int, Optional[int]]:
+    """The checked history bounds (ints, not coerced: True or 2.0 is an error)."""
+    if not isinstance(max_rollback_tokens, (int, np.integer)) or isinstance(max_rollback_tokens, bool):
+        raise InvalidArgumentError(f"max_rollback_tokens must be an int, got {max_rollback_tokens!r}")
+    if not -1 <= max_rollback_tokens < 2**31:
+        raise InvalidArgumentError(f"max_rollback_tokens must be -1 (unlimited) or >= 0, got {max_rollback_tokens}")
+    if max_history_bytes is None:
+        return int(max_rollback_tokens), None
+    if not isinstance(max_history_bytes, (int, np.integer)) or isinstance(max_history_bytes, bool):
+        raise InvalidArgumentError(f"max_history_bytes must be an int or None, got {max_history_bytes!r}")
+    if not 0 < max_history_bytes < 2**63:
+        raise InvalidArgumentError(f"max_history_bytes must be positive (None: no limit), got {max_history_bytes}")
+    return int(max_rollback_tokens), int(max_history_bytes)
 
 
 class BatchGrammarMatcher:

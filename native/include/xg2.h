@@ -6,7 +6,7 @@
  *   xg2_vocab     a tokenizer's tokens decoded to bytes, sorted, in a prefix trie
  *   xg2_grammar   an EBNF grammar parsed, normalised and turned into per-rule FSMs
  *   xg2_compiled  a grammar bound to a vocab (owns the token-mask work for the pair)
- *   xg2_matcher   one generation: an Earley parser with its whole history
+ *   xg2_matcher   one generation: an Earley parser with its history (bounded on request)
  *
  * Conventions
  *   - Every function that can fail returns an int status (XG2_OK or an XG2_ERR_*
@@ -222,8 +222,24 @@ int xg2_matcher_is_terminated(const xg2_matcher *matcher);
 /* 1 iff the input accepted so far is a complete string of the grammar. */
 int xg2_matcher_is_completed(const xg2_matcher *matcher);
 
-/* Steps accepted so far (what rollback can undo). */
+/* Steps accepted so far (rollback can undo them all unless the history is
+ * bounded). */
 int32_t xg2_matcher_num_steps(const xg2_matcher *matcher);
+
+/* Bound the matcher's history (a new matcher has neither bound; a fork copies
+ * them).
+ *   max_rollback_steps: -1, or rollback may undo only the last this many steps
+ *     (more is XG2_ERR_ARG); the parser then forgets, from time to time, the
+ *     history that neither a rollback nor a live parse can reach, so memory
+ *     stays what the open rules need (flat for a regular grammar).
+ *   max_history_bytes: -1, or an accept that would make the history (see
+ *     xg2_matcher_history_bytes) exceed it fails with XG2_ERR_LIMIT and changes
+ *     nothing. */
+int xg2_matcher_set_history_limits(xg2_matcher *matcher, int32_t max_rollback_steps, int64_t max_history_bytes);
+
+/* Bytes the matcher's history uses now (parser sets and items, the input,
+ * the step list; allocations may hold up to about twice this). */
+uint64_t xg2_matcher_history_bytes(const xg2_matcher *matcher);
 
 /* A human-readable dump of the parser's current item set (for debugging; the
  * format may change).  Writes at most cap bytes and sets *len to the full length. */

@@ -14,7 +14,8 @@
  *
  * Set i holds the items after i input bytes.  Items whose state has rule
  * edges (or a counter) are also listed in the set's wait list, which is what
- * a completion scans.  Popping a step truncates the flat arrays.
+ * a completion scans.  Popping a step truncates the flat arrays.  A matcher
+ * with bounded rollback compacts the history (earley_compact.c).
  */
 #ifndef XG2_EARLEY_H
 #define XG2_EARLEY_H
@@ -90,6 +91,15 @@ XG2_HIDDEN int xg2__parser_push(xg2_parser *p, uint8_t c);
 XG2_HIDDEN void xg2__parser_pop(xg2_parser *p, uint32_t n);
 
 static inline uint32_t xg2__parser_len(const xg2_parser *p) { return p->ns - 1; }
+
+/* Bytes the history holds (items, wait lists, set bounds, input), as used. */
+XG2_HIDDEN uint64_t xg2__parser_history_bytes(const xg2_parser *p);
+
+/* Forget what no pop back to a position >= from and no live item can reach
+ * (earley_compact.c); positions are renumbered, and *new_from is from's new
+ * number (later positions shift with it).  A pop below it is no longer valid.
+ * On failure (out of memory) the parser is unchanged. */
+XG2_HIDDEN int xg2__parser_compact(xg2_parser *p, uint32_t from, uint32_t *new_from);
 
 /* 1 iff the input so far is a complete string of the grammar. */
 XG2_HIDDEN int xg2__parser_can_end(const xg2_parser *p);

@@ -2,21 +2,34 @@
  * matcher.c -- one generation: accept tokens, fill masks, jump forward,
  * roll back.
  *
- * History is a list of steps (a token, a string, or the stop token); step k
- * ends at parser length steps[k].  Rolling back n steps pops the parser to
- * steps[count - n].  The stop token is a step that consumes no bytes.
+ * History is a list of steps (a token, a string, or the stop token); step
+ * base + k ends at parser length steps[k].  Rolling back n steps pops the
+ * parser to steps[count - n].  The stop token is a step that consumes no bytes.
+ *
+ * Bounded history: with max_rollback >= 0 only the last rb_avail <= max_rollback
+ * steps can be rolled back, so once the history has grown by half since the
+ * last compaction (and by COMPACT_SLACK at least: amortised O(1) per byte) the
+ * parser forgets what lies before them and steps drops its older entries
+ * (base counts them).  max_history bounds the bytes the history may hold.
  */
 #include "compiled.h"
 #include "earley.h"
 #include "mask.h"
+
+#define COMPACT_SLACK (16u << 10)
 
 struct xg2_matcher {
     xg2_compiled *c;
     const xg2_grammar *g;
     const xg2_vocab *v;
     xg2_parser parser;
-    xg2_u32vec steps;   /* steps.a[k]: parser length after k steps; steps.a[0] = 0 */
-    uint32_t stop_step; /* steps count right after the stop token, 0 if none */
+    xg2_u32vec steps;   /* steps.a[k]: parser length after base + k steps */
+    uint32_t base;      /* steps forgotten by compaction (0 unless max_rollback >= 0) */
+    uint32_t stop_step; /* step number of the stop token (absolute), 0 if none */
+    int32_t max_rollback;  /* -1: unlimited */
+    uint32_t rb_avail;     /* steps rollback may undo now (with max_rollback >= 0) */
+    uint64_t max_history;  /* history bytes allowed, 0: unlimited */
+    uint64_t live;         /* history bytes right after the last compaction */
     int32_t *stop_ids;
     int32_t n_stop;
     int terminate_without_stop;
@@ -72,6 +85,7 @@ int xg2_matcher_new(const xg2_compiled *c, const int32_t *stop_ids, int32_t n_st
     m->n_stop = n_stop;
     m->terminate_without_stop = tws != 0;
     m->work_limit = XG2_DEFAULT_STEP_WORK;
+    m->max_rollback = -1;
     int rc = xg2__parser_init(&m->parser, c->g);
     if (rc) {
         vec_free(&m->steps);
@@ -131,10 +145,23 @@ int xg2_matcher_fork(const xg2_matcher *src, xg2_matcher **out) {
     return XG2_OK;
 }
 
+static uint64_t history_bytes(const xg2_matcher *m) {
+    return xg2__parser_history_bytes(&m->parser) + (uint64_t)m->steps.n * sizeof(uint32_t);
+}
+
 /* Push bytes; on rejection or error undo them.  Returns 1/0 or -status. */
 static int push_all(xg2_matcher *m, const uint8_t *b, size_t n) {
     for (size_t i = 0; i < n; i++) {
         int r = xg2__parser_push(&m->parser, b[i]);
+        if (r > 0 && m->max_history && history_bytes(m) > m->max_history) {
+            uint64_t have = history_bytes(m);
+            xg2__parser_pop(&m->parser, (uint32_t)i + 1);
+            return -xg2__fail(XG2_ERR_LIMIT,
+                              "the matcher's history would exceed max_history_bytes = %llu (%llu bytes at byte %zu "
+                              "of this step; set max_rollback_tokens so that old history can be dropped, or raise "
+                              "the limit)",
+                              (unsigned long long)m->max_history, (unsigned long long)have, i + 1);
+        }
         if (r <= 0) {
             xg2__parser_pop(&m->parser, (uint32_t)i);
             return r;
@@ -143,8 +170,26 @@ static int push_all(xg2_matcher *m, const uint8_t *b, size_t n) {
     return 1;
 }
 
+/* Forget the history no rollback can reach, when it has grown enough since
+ * the last time.  Optional: out of memory just leaves it for later. */
+static void maybe_compact(xg2_matcher *m) {
+    uint64_t used = history_bytes(m);
+    uint64_t slack = m->live / 2 > COMPACT_SLACK ? m->live / 2 : COMPACT_SLACK;
+    if (m->max_rollback < 0 || used < m->live + slack) return;
+    uint32_t drop = m->steps.n - 1 - m->rb_avail; /* entries before the oldest rollback target */
+    uint32_t from = m->steps.a[drop], nf;
+    if (xg2__parser_compact(&m->parser, from, &nf) == XG2_OK) {
+        for (uint32_t k = 0; k <= m->rb_avail; k++) m->steps.a[k] = m->steps.a[drop + k] - from + nf;
+        m->steps.n = m->rb_avail + 1;
+        m->base += drop;
+    }
+    m->live = history_bytes(m);
+}
+
 static int record_step(xg2_matcher *m) {
-    return vec_push(&m->steps, xg2__parser_len(&m->parser)) ? XG2_NOMEM() : XG2_OK;
+    if (vec_push(&m->steps, xg2__parser_len(&m->parser))) return XG2_NOMEM();
+    if (m->max_rollback >= 0 && m->rb_avail < (uint32_t)m->max_rollback) m->rb_avail++;
+    return XG2_OK;
 }
 
 int xg2_matcher_accept_token(xg2_matcher *m, int32_t t, int *accepted) {
@@ -161,8 +206,9 @@ int xg2_matcher_accept_token(xg2_matcher *m, int32_t t, int *accepted) {
     if (is_stop(m, t)) {
         if (xg2__parser_can_end(&m->parser)) {
             if ((rc = record_step(m))) goto out;
-            m->stop_step = m->steps.n - 1;
+            m->stop_step = m->base + m->steps.n - 1;
             *accepted = 1;
+            maybe_compact(m);
         }
         goto out;
     }
@@ -174,6 +220,7 @@ int xg2_matcher_accept_token(xg2_matcher *m, int32_t t, int *accepted) {
     if (r) {
         if ((rc = record_step(m))) { xg2__parser_pop(&m->parser, len); goto out; }
         *accepted = 1;
+        maybe_compact(m);
     }
 out:
     leave(m);
@@ -192,6 +239,7 @@ int xg2_matcher_accept_bytes(xg2_matcher *m, const char *data, size_t len, int *
     if (r) {
         if ((rc = record_step(m))) { xg2__parser_pop(&m->parser, (uint32_t)len); goto out; }
         *accepted = 1;
+        maybe_compact(m);
     }
 out:
     leave(m);
@@ -303,14 +351,19 @@ int64_t xg2_matcher_work_limit(const xg2_matcher *m) { return m ? m->work_limit 
 int xg2_matcher_rollback(xg2_matcher *m, int32_t n) {
     int rc = enter(m);
     if (rc) return rc;
-    uint32_t have = m->steps.n - 1;
+    uint32_t have = m->base + m->steps.n - 1;
+    uint32_t avail = m->max_rollback >= 0 ? m->rb_avail : m->steps.n - 1;
     if (n < 0 || (uint32_t)n > have) {
         rc = xg2__fail(XG2_ERR_ARG, "cannot roll back %d steps: only %u were accepted", n, have);
+    } else if ((uint32_t)n > avail) {
+        rc = xg2__fail(XG2_ERR_ARG, "cannot roll back %d steps: max_rollback_tokens is %d, and %u steps can be rolled back now",
+                       n, m->max_rollback, avail);
     } else {
-        uint32_t keep = have - (uint32_t)n;
+        uint32_t keep = m->steps.n - 1 - (uint32_t)n; /* index into steps */
         xg2__parser_pop(&m->parser, xg2__parser_len(&m->parser) - m->steps.a[keep]);
         m->steps.n = keep + 1;
-        if (m->stop_step > keep) m->stop_step = 0;
+        if (m->stop_step > m->base + keep) m->stop_step = 0;
+        if (m->max_rollback >= 0) m->rb_avail -= (uint32_t)n;
     }
     leave(m);
     return rc;
@@ -319,9 +372,11 @@ int xg2_matcher_rollback(xg2_matcher *m, int32_t n) {
 int xg2_matcher_reset(xg2_matcher *m) {
     int rc = enter(m);
     if (rc) return rc;
-    xg2__parser_reset(&m->parser);
+    xg2__parser_reset(&m->parser); /* set 0 is kept whole by compaction */
+    m->steps.a[0] = 0;
     m->steps.n = 1;
-    m->stop_step = 0;
+    m->base = m->stop_step = m->rb_avail = 0;
+    m->live = 0;
     leave(m);
     return XG2_OK;
 }
@@ -333,7 +388,27 @@ int xg2_matcher_is_terminated(const xg2_matcher *m) {
 
 int xg2_matcher_is_completed(const xg2_matcher *m) { return m ? xg2__parser_can_end(&m->parser) : 0; }
 
-int32_t xg2_matcher_num_steps(const xg2_matcher *m) { return m ? (int32_t)m->steps.n - 1 : 0; }
+int32_t xg2_matcher_num_steps(const xg2_matcher *m) { return m ? (int32_t)(m->base + m->steps.n - 1) : 0; }
+
+int xg2_matcher_set_history_limits(xg2_matcher *m, int32_t max_rollback_steps, int64_t max_history_bytes) {
+    int rc = enter(m);
+    if (rc) return rc;
+    if (max_rollback_steps < -1) {
+        rc = xg2__fail(XG2_ERR_ARG, "max_rollback_tokens must be -1 (unlimited) or >= 0, got %d", max_rollback_steps);
+    } else if (max_history_bytes < -1 || max_history_bytes == 0) {
+        rc = xg2__fail(XG2_ERR_ARG, "max_history_bytes must be -1 (unlimited) or positive, got %lld",
+                       (long long)max_history_bytes);
+    } else {
+        uint32_t kept = m->steps.n - 1;
+        m->max_rollback = max_rollback_steps;
+        m->rb_avail = max_rollback_steps < 0 ? 0 : kept < (uint32_t)max_rollback_steps ? kept : (uint32_t)max_rollback_steps;
+        m->max_history = max_history_bytes < 0 ? 0 : (uint64_t)max_history_bytes;
+    }
+    leave(m);
+    return rc;
+}
+
+uint64_t xg2_matcher_history_bytes(const xg2_matcher *m) { return m ? history_bytes(m) : 0; }
 
 int32_t xg2_matcher_stop_ids(const xg2_matcher *m, int32_t *out, int32_t cap) {
     if (!m) return 0;
@@ -352,7 +427,7 @@ int xg2_matcher_debug_state(const xg2_matcher *m, char *buf, size_t cap, size_t 
     const xg2_grammar *g = m->g;
     xg2_charvec o = {0};
     uint32_t k = p->ns - 1;
-    int bad = xg2__charvec_printf(&o, "position %u, %u steps, %s\n", k, m->steps.n - 1,
+    int bad = xg2__charvec_printf(&o, "position %u, %u steps, %s\n", k, m->base + m->steps.n - 1,
                                   m->stop_step ? "terminated" : xg2__parser_can_end(p) ? "can end" : "open");
     for (uint32_t i = p->set_start.a[k]; i < p->set_start.a[k + 1] && !bad; i++) {
         const xg2_item *it = &p->items.a[i];

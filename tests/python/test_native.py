@@ -3,7 +3,7 @@
 Each C test program is compiled from native/src/*.c plus the test file with the
 machine's gcc, into a pytest temporary directory:
 
-  san    -fsanitize=address,undefined   test_vocab, test_grammar, test_matcher
+  san    -fsanitize=address,undefined   test_vocab, test_grammar, test_matcher, test_history
   fault  -DXG2_FAULT_INJECTION (plus the sanitizers when they work)   test_faults
 
 Every C test function is one pytest item (the program runs with the test's
@@ -53,6 +53,7 @@ PROGRAMS = {
     "test_grammar": "san",
     "test_matcher": "san",
     "test_budgets": "san",
+    "test_history": "san",
     "test_faults": "fault",
 }
 
