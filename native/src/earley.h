@@ -1,6 +1,7 @@
 /*
  * earley.h -- an Earley parser over the linked per-rule DFAs, one input byte
- * per step, with its whole history kept so any number of steps can be undone.
+ * per step, with its history kept so steps can be undone (all of them unless
+ * the matcher bounds rollback, see xg2__parser_compact).
  *
  * Item (state, origin, count, guard):
  *   state   a global DFA state (or the pseudo-state of a counted repetition);

@@ -171,11 +171,13 @@ static int push_all(xg2_matcher *m, const uint8_t *b, size_t n) {
 }
 
 /* Forget the history no rollback can reach, when it has grown enough since
- * the last time.  Optional: out of memory just leaves it for later. */
-static void maybe_compact(xg2_matcher *m) {
+ * the last time: by 1/den of what was live then, and by `floor` bytes at least.
+ * Optional: out of memory just leaves it for later.  1 if it shrank. */
+static int compact(xg2_matcher *m, uint64_t den, uint64_t floor) {
     uint64_t used = history_bytes(m);
-    uint64_t slack = m->live / 2 > COMPACT_SLACK ? m->live / 2 : COMPACT_SLACK;
-    if (m->max_rollback < 0 || used < m->live + slack) return;
+    uint64_t slack = m->live / den;
+    if (slack < floor) slack = floor;
+    if (m->max_rollback < 0 || used < m->live + slack) return 0;
     uint32_t drop = m->steps.n - 1 - m->rb_avail; /* entries before the oldest rollback target */
     uint32_t from = m->steps.a[drop], nf;
     if (xg2__parser_compact(&m->parser, from, &nf) == XG2_OK) {
@@ -184,6 +186,18 @@ static void maybe_compact(xg2_matcher *m) {
         m->base += drop;
     }
     m->live = history_bytes(m);
+    return m->live < used;
+}
+
+/* After a step. */
+static void maybe_compact(xg2_matcher *m) { compact(m, 2, COMPACT_SLACK); }
+
+/* Push a step's bytes; if that passes max_history, compact and try again when
+ * the history grew by an eighth since the last compaction (still amortised). */
+static int push_step(xg2_matcher *m, const uint8_t *b, size_t n) {
+    int r = push_all(m, b, n);
+    if (r == -XG2_ERR_LIMIT && compact(m, 8, 1)) r = push_all(m, b, n);
+    return r;
 }
 
 static int record_step(xg2_matcher *m) {
@@ -215,7 +229,7 @@ int xg2_matcher_accept_token(xg2_matcher *m, int32_t t, int *accepted) {
     if (v->flags[t]) goto out; /* special, padding, or a stop token this matcher does not use */
     uint32_t len = v->off[t + 1] - v->off[t];
     start_work(m);
-    int r = push_all(m, (const uint8_t *)v->bytes + v->off[t], len);
+    int r = push_step(m, (const uint8_t *)v->bytes + v->off[t], len);
     if (r < 0) { rc = work_status(m, -r, "accept"); goto out; }
     if (r) {
         if ((rc = record_step(m))) { xg2__parser_pop(&m->parser, len); goto out; }
@@ -234,7 +248,7 @@ int xg2_matcher_accept_bytes(xg2_matcher *m, const char *data, size_t len, int *
     *accepted = 0;
     if (m->stop_step) goto out;
     start_work(m);
-    int r = push_all(m, (const uint8_t *)data, len);
+    int r = push_step(m, (const uint8_t *)data, len);
     if (r < 0) { rc = work_status(m, -r, "accept"); goto out; }
     if (r) {
         if ((rc = record_step(m))) { xg2__parser_pop(&m->parser, (uint32_t)len); goto out; }
@@ -403,6 +417,7 @@ int xg2_matcher_set_history_limits(xg2_matcher *m, int32_t max_rollback_steps, i
         m->max_rollback = max_rollback_steps;
         m->rb_avail = max_rollback_steps < 0 ? 0 : kept < (uint32_t)max_rollback_steps ? kept : (uint32_t)max_rollback_steps;
         m->max_history = max_history_bytes < 0 ? 0 : (uint64_t)max_history_bytes;
+        m->live = 0; /* the next accept at the limit may compact */
     }
     leave(m);
     return rc;

@@ -3,9 +3,9 @@
  *
  * A matcher with max_rollback k compacts its parser's history; the reference
  * is an unbounded matcher of the same grammar replaying the same actions:
- * every mask, verdict, completion and step count must be identical, and the
- * bounded one must refuse exactly the rollbacks that reach past its last k
- * steps.  Then: flat memory for a regular grammar, the byte limit (an error,
+ * every mask, verdict, completion, jump-forward string and step count must be
+ * identical, and the bounded one must refuse exactly the rollbacks that reach
+ * past its last k steps.  Then: flat memory for a regular grammar, the byte limit (an error,
  * nothing changed), forks and resets after compaction, argument checks.
  */
 #include "check.h"
@@ -84,6 +84,11 @@ static void same(xg2_matcher *ref, xg2_matcher *m, int gi, int step) {
     CHECKF(xg2_matcher_is_completed(ref) == xg2_matcher_is_completed(m), "grammar %d step %d", gi, step);
     CHECKF(xg2_matcher_is_terminated(ref) == xg2_matcher_is_terminated(m), "grammar %d step %d", gi, step);
     CHECK_EQ(xg2_matcher_num_steps(ref), xg2_matcher_num_steps(m));
+    char ja[64], jb[64];
+    size_t la = 0, lb = 0;
+    CHECK_RC(xg2_matcher_jump_forward(ref, ja, sizeof ja, &la), XG2_OK);
+    CHECK_RC(xg2_matcher_jump_forward(m, jb, sizeof jb, &lb), XG2_OK);
+    CHECKF(la == lb && !memcmp(ja, jb, la < sizeof ja ? la : sizeof ja), "grammar %d step %d: jump-forward", gi, step);
 }
 
 /* A random walk: accept an allowed token (sometimes a disallowed one, or two
@@ -279,11 +284,16 @@ TEST(history_byte_limit) {
     }
     CHECK(steps > 100 && fails == 10000 - steps);
     CHECK(xg2_matcher_history_bytes(m) <= 100000);
-    /* With bounded rollback the same stream stays under the limit. */
+    /* With bounded rollback the same stream stays under the limit, even one
+     * below the compaction's own slack (an accept at the limit compacts first). */
     CHECK_RC(xg2_matcher_reset(m), XG2_OK);
     CHECK_RC(xg2_matcher_set_history_limits(m, 8, 100000), XG2_OK);
     for (int i = 0; i < 100000; i++) CHECK_RC(xg2_matcher_accept_token(m, tok_id("aaaa"), &acc), XG2_OK);
     CHECK_EQ(xg2_matcher_num_steps(m), 100000);
+    CHECK_RC(xg2_matcher_set_history_limits(m, 2, 4000), XG2_OK);
+    for (int i = 0; i < 100000; i++) CHECK_RC(xg2_matcher_accept_token(m, tok_id("aaaa"), &acc), XG2_OK);
+    CHECK_EQ(xg2_matcher_num_steps(m), 200000);
+    CHECK(xg2_matcher_history_bytes(m) <= 4000);
     free(data);
     xg2_matcher_free(m);
     free_gcm(&x);
