@@ -131,9 +131,12 @@ int xg2_matcher_fork(const xg2_matcher *src, xg2_matcher **out) {
     return XG2_OK;
 }
 
-/* Push bytes; on rejection or error undo them.  Returns 1/0 or -status. */
-static int push_all(xg2_matcher *m, const uint8_t *b, size_t n) {
+/* Push bytes; on rejection or error undo them.  Returns 1/0 or -status.
+ * per_byte: each byte gets the whole work budget (a string of any length may
+ * be accepted; no one byte may cost more than the limit). */
+static int push_all(xg2_matcher *m, const uint8_t *b, size_t n, int per_byte) {
     for (size_t i = 0; i < n; i++) {
+        if (per_byte) start_work(m);
         int r = xg2__parser_push(&m->parser, b[i]);
         if (r <= 0) {
             xg2__parser_pop(&m->parser, (uint32_t)i);
@@ -169,7 +172,7 @@ int xg2_matcher_accept_token(xg2_matcher *m, int32_t t, int *accepted) {
     if (v->flags[t]) goto out; /* special, padding, or a stop token this matcher does not use */
     uint32_t len = v->off[t + 1] - v->off[t];
     start_work(m);
-    int r = push_all(m, (const uint8_t *)v->bytes + v->off[t], len);
+    int r = push_all(m, (const uint8_t *)v->bytes + v->off[t], len, 0);
     if (r < 0) { rc = work_status(m, -r, "accept"); goto out; }
     if (r) {
         if ((rc = record_step(m))) { xg2__parser_pop(&m->parser, len); goto out; }
@@ -187,7 +190,7 @@ int xg2_matcher_accept_bytes(xg2_matcher *m, const char *data, size_t len, int *
     *accepted = 0;
     if (m->stop_step) goto out;
     start_work(m);
-    int r = push_all(m, (const uint8_t *)data, len);
+    int r = push_all(m, (const uint8_t *)data, len, 1);
     if (r < 0) { rc = work_status(m, -r, "accept"); goto out; }
     if (r) {
         if ((rc = record_step(m))) { xg2__parser_pop(&m->parser, (uint32_t)len); goto out; }
