@@ -212,9 +212,9 @@ class GrammarCompiler:
         core's allocations during the compile are each held to it.  Default 1 GiB;
         None: no limit.  Per call: ``memory_limit_bytes=``.
     max_step_work
-        Work units one mask fill or token accept of a matcher may spend before it
-        raises ``LimitExceededError`` ("fill work limit of N units exceeded"), the
-        matcher unchanged and usable.  A unit is a byte the parser takes, a parser
+        Work units one mask fill or token accept (``accept_string``: one byte) of a
+        matcher may spend before it raises ``LimitExceededError`` ("fill work limit
+        of N units exceeded"), the matcher unchanged and usable.  A unit is a byte the parser takes, a parser
         item or a vocabulary-trie node stepped: ordinary fills run 20k-50k units/ms
         (DeepSeek vocabulary, one core), large parser sets ~5.6k units/ms.  The
         default, 1,000,000, stops a fill after ~20-200 ms; real fills use a few

@@ -199,7 +199,7 @@ int xg2_matcher_fill_mask(xg2_matcher *matcher, int32_t *row, int64_t n_words, i
 int xg2_matcher_jump_forward(xg2_matcher *matcher, char *buf, size_t cap, size_t *len);
 
 /* The work budget of one call: a fill_mask (batch fills too), accept_token,
- * accept_bytes or jump_forward that needs more than `units` work units (one
+ * jump_forward, or one byte of accept_bytes, that needs more than `units` work units (one
  * per byte the parser takes, parser item made and vocabulary-trie node
  * stepped) fails with XG2_ERR_LIMIT "fill work limit of N units exceeded"
  * (accept, jump-forward likewise) and leaves the matcher as it was; nothing

@@ -149,9 +149,12 @@ static uint64_t history_bytes(const xg2_matcher *m) {
     return xg2__parser_history_bytes(&m->parser) + (uint64_t)m->steps.n * sizeof(uint32_t);
 }
 
-/* Push bytes; on rejection or error undo them.  Returns 1/0 or -status. */
-static int push_all(xg2_matcher *m, const uint8_t *b, size_t n) {
+/* Push bytes; on rejection or error undo them.  Returns 1/0 or -status.
+ * per_byte: each byte gets the whole work budget (a string of any length may
+ * be accepted; no one byte may cost more than the limit). */
+static int push_all(xg2_matcher *m, const uint8_t *b, size_t n, int per_byte) {
     for (size_t i = 0; i < n; i++) {
+        if (per_byte) start_work(m);
         int r = xg2__parser_push(&m->parser, b[i]);
         if (r > 0 && m->max_history && history_bytes(m) > m->max_history) {
             uint64_t have = history_bytes(m);
@@ -194,9 +197,12 @@ static void maybe_compact(xg2_matcher *m) { compact(m, 2, COMPACT_SLACK); }
 
 /* Push a step's bytes; if that passes max_history, compact and try again when
  * the history grew by an eighth since the last compaction (still amortised). */
-static int push_step(xg2_matcher *m, const uint8_t *b, size_t n) {
-    int r = push_all(m, b, n);
-    if (r == -XG2_ERR_LIMIT && compact(m, 8, 1)) r = push_all(m, b, n);
+static int push_step(xg2_matcher *m, const uint8_t *b, size_t n, int per_byte) {
+    int r = push_all(m, b, n, per_byte);
+    if (r == -XG2_ERR_LIMIT && !xg2__work_exhausted(&m->parser) && compact(m, 8, 1)) {
+        start_work(m);
+        r = push_all(m, b, n, per_byte);
+    }
     return r;
 }
 
@@ -229,7 +235,7 @@ int xg2_matcher_accept_token(xg2_matcher *m, int32_t t, int *accepted) {
     if (v->flags[t]) goto out; /* special, padding, or a stop token this matcher does not use */
     uint32_t len = v->off[t + 1] - v->off[t];
     start_work(m);
-    int r = push_step(m, (const uint8_t *)v->bytes + v->off[t], len);
+    int r = push_step(m, (const uint8_t *)v->bytes + v->off[t], len, 0);
     if (r < 0) { rc = work_status(m, -r, "accept"); goto out; }
     if (r) {
         if ((rc = record_step(m))) { xg2__parser_pop(&m->parser, len); goto out; }
@@ -248,7 +254,7 @@ int xg2_matcher_accept_bytes(xg2_matcher *m, const char *data, size_t len, int *
     *accepted = 0;
     if (m->stop_step) goto out;
     start_work(m);
-    int r = push_step(m, (const uint8_t *)data, len);
+    int r = push_step(m, (const uint8_t *)data, len, 1);
     if (r < 0) { rc = work_status(m, -r, "accept"); goto out; }
     if (r) {
         if ((rc = record_step(m))) { xg2__parser_pop(&m->parser, (uint32_t)len); goto out; }

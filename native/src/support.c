@@ -57,6 +57,9 @@ typedef struct {
     double limit_ms;    /* as the caller set them, for the message */
     int64_t limit_bytes;
 } budget_level;
+/* Threads with a budget open: while none has, allocation skips the thread-local
+ * lookup (a __tls_get_addr call in a shared library). */
+static int budgets_open;
 static _Thread_local struct {
     int depth;
     int tripped; /* 0, XG2__BUDGET_TIME or XG2__BUDGET_MEMORY */
@@ -64,6 +67,7 @@ static _Thread_local struct {
     budget_level lv[BUDGET_DEPTH];
     char where[160];
 } bud;
+static inline int budget_on(void) { return __atomic_load_n(&budgets_open, __ATOMIC_RELAXED) && bud.depth; }
 #define XG2__BUDGET_TIME 1
 #define XG2__BUDGET_MEMORY 2
 
@@ -78,14 +82,14 @@ static inline size_t block_size(void *p) {
 /* Whether growing this thread's net allocation by n bytes would pass the budget
  * (then the budget trips and the allocation fails, as if out of memory). */
 static inline int over_budget(size_t n) {
-    if (!bud.depth) return 0;
+    if (!budget_on()) return 0;
     if (!bud.tripped && (int64_t)n <= bud.lv[bud.depth - 1].cap - bud.used) return 0;
     if (!bud.tripped) bud.tripped = XG2__BUDGET_MEMORY;
     return 1;
 }
 
 static inline void *counted(void *p) {
-    if (bud.depth && p) bud.used += (int64_t)block_size(p);
+    if (p && budget_on()) bud.used += (int64_t)block_size(p);
     return p;
 }
 
@@ -99,7 +103,7 @@ void *xg2__calloc(size_t n, size_t size) {
 }
 void *xg2__realloc(void *p, size_t n) {
     if (alloc_fails()) return NULL;
-    if (!bud.depth) return realloc(p, n ? n : 1);
+    if (!budget_on()) return realloc(p, n ? n : 1);
     size_t old = block_size(p);
     if (over_budget(n > old ? n - old : 0)) return NULL;
     void *q = realloc(p, n ? n : 1);
@@ -107,7 +111,7 @@ void *xg2__realloc(void *p, size_t n) {
     return q;
 }
 void xg2__free(void *p) {
-    if (bud.depth && p) bud.used -= (int64_t)block_size(p);
+    if (p && budget_on()) bud.used -= (int64_t)block_size(p);
     free(p);
 }
 
@@ -117,6 +121,7 @@ int xg2_budget_begin(int64_t max_ns, int64_t max_bytes) {
         bud.tripped = 0;
         bud.used = 0;
         bud.where[0] = 0;
+        __atomic_add_fetch(&budgets_open, 1, __ATOMIC_RELAXED);
     }
     int64_t now = xg2__now_ns();
     budget_level l = {INT64_MAX, INT64_MAX, max_ns < 0 ? -1 : (double)max_ns / 1e6, max_bytes};
@@ -135,7 +140,10 @@ int64_t xg2_budget_end(void) {
     if (!bud.depth) return 0;
     bud.depth--;
     int64_t used = bud.used;
-    if (!bud.depth) bud.tripped = 0;
+    if (!bud.depth) {
+        bud.tripped = 0;
+        __atomic_sub_fetch(&budgets_open, 1, __ATOMIC_RELAXED);
+    }
     return used;
 }
 
@@ -157,7 +165,7 @@ static void note_where(const char *what, const char *name) {
 }
 
 int xg2__budget_check(const char *what, const char *name) {
-    if (!bud.depth) return XG2_OK;
+    if (!budget_on()) return XG2_OK;
     if (!bud.tripped) {
         if (xg2__now_ns() <= bud.lv[bud.depth - 1].deadline) return XG2_OK;
         bud.tripped = XG2__BUDGET_TIME;
@@ -167,7 +175,7 @@ int xg2__budget_check(const char *what, const char *name) {
 }
 
 int xg2__budget_status(int rc, const char *what) {
-    if (!bud.depth || !bud.tripped) return rc;
+    if (!budget_on() || !bud.tripped) return rc;
     note_where(what, NULL);
     return budget_fail();
 }

@@ -170,6 +170,26 @@ TEST(work_limit_bounds_fills_and_accepts) {
     free(text);
 }
 
+/* accept_bytes: the limit is per byte, so a long string of cheap bytes passes. */
+TEST(work_limit_of_accept_bytes_is_per_byte) {
+    int32_t stop = NTOK - 1;
+    xg2_vocab *v = make_vocab(XG2_VOCAB_RAW, toks, NTOK, NTOK, NULL, 0, &stop, 1);
+    gcm r = MAKE_GCM("root ::= [a-z]* \".\"\n", v);
+    enum { LEN = 100000 };
+    char *s = malloc(LEN);
+    memset(s, 'q', LEN);
+    int acc = 0;
+    CHECK_RC(xg2_matcher_set_work_limit(r.m, 50), XG2_OK);
+    CHECK_RC(xg2_matcher_accept_bytes(r.m, s, LEN, &acc), XG2_OK);
+    CHECK_EQ(acc, 1);
+    CHECK_RC(xg2_matcher_accept_bytes(r.m, ".", 1, &acc), XG2_OK);
+    CHECK_EQ(acc, 1);
+    CHECK_EQ(xg2_matcher_is_completed(r.m), 1);
+    free(s);
+    free_gcm(&r);
+    xg2_vocab_free(v);
+}
+
 /* A fill stopped while it computes a mask entry caches nothing: the next
  * fill (same vocabulary, no limit) equals one on a vocabulary never touched. */
 TEST(stopped_fill_leaves_no_partial_entry) {
@@ -233,6 +253,6 @@ TEST(batch_fill_reports_the_matcher_over_its_limit) {
 int main(int argc, char **argv) {
     return RUN_TESTS(argc, argv, T_(time_limit_stops_a_long_compile), T_(memory_limit_stops_a_large_compile),
                      T_(generous_budget_changes_nothing), T_(nested_budgets_keep_the_tighter),
-                     T_(budgets_nest_boundedly), T_(work_limit_bounds_fills_and_accepts),
+                     T_(budgets_nest_boundedly), T_(work_limit_bounds_fills_and_accepts), T_(work_limit_of_accept_bytes_is_per_byte),
                      T_(stopped_fill_leaves_no_partial_entry), T_(batch_fill_reports_the_matcher_over_its_limit));
 }
