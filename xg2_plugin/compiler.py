@@ -332,6 +332,8 @@ class GrammarCompiler:
                 canon = json.dumps(loaded, sort_keys=True, separators=(",", ":"))
             except (TypeError, ValueError) as e:
                 raise InvalidArgumentError(f"the schema is not JSON-serialisable: {e}") from None
+        if separators is not None and (isinstance(separators, (str, bytes)) or not hasattr(separators, "__iter__")):
+            raise InvalidArgumentError(f"separators must be a pair of strings or None, got {separators!r:.80}")
         opts = (bool(any_whitespace), indent, tuple(separators) if separators is not None else None,
                 bool(strict_mode), max_whitespace_cnt, bool(any_order), bool(lenient))
         return self._cached(

@@ -86,26 +86,34 @@ class _BitmaskView:
         return ffi.cast("int32_t *", self.ptr + index * self.stride)
 
 
-class _PerThread(threading.local):
+class _State:
     """What a call keeps between calls, per thread: the last bitmask view (a view is
     immutable and only used for the object it was built from; threads filling their
     own bitmasks do not evict each other's) and the cell the core writes a call's
     result into (one cell per matcher would hand one thread another's answer; a new
     cell per call costs a third of a cheap accept_token)."""
 
+    __slots__ = ("view", "cell")
+
     def __init__(self) -> None:
         self.view: Optional[_BitmaskView] = None
         self.cell = ffi.new("int *")
 
 
+class _PerThread(threading.local):
+    def __init__(self) -> None:
+        self.state = _State()  # (one thread-local lookup per call, then slots)
+
+
 _tls = _PerThread()
 
 
-def _view(bitmask: Any, words: int) -> _BitmaskView:
-    view = _tls.view
+def _view(bitmask: Any, words: int, state: Optional[_State] = None) -> _BitmaskView:
+    state = state or _tls.state
+    view = state.view
     if view is None or not view.still_valid(bitmask) or view.shape[-1] != words:
         view = _BitmaskView(bitmask, words)
-        _tls.view = view
+        state.view = view
     return view
 
 
@@ -207,7 +215,7 @@ class GrammarMatcher:
         token = token_id if type(token_id) is int else as_index(token_id, "token_id")
         if not -(2**31) <= token < 2**31:
             raise InvalidArgumentError(f"token id {token} is out of range")
-        accepted = _tls.cell
+        accepted = _tls.state.cell
         check(lib.xg2_matcher_accept_token(self._handle, token, accepted))
         return bool(accepted[0])
 
@@ -225,7 +233,7 @@ class GrammarMatcher:
             raise InvalidArgumentError(
                 f"input_str must be a str, bytes, bytearray or memoryview, got {type(input_str).__name__}"
             )
-        accepted = _tls.cell
+        accepted = _tls.state.cell
         check(lib.xg2_matcher_accept_bytes(self._handle, data, len(data), accepted))
         return bool(accepted[0])
 
@@ -236,8 +244,9 @@ class GrammarMatcher:
         ``(batch, ceil(vocab_size/32))`` (see :func:`allocate_token_bitmask`).  Returns
         whether the mask needs applying (False only if every token is allowed).  The
         matcher state is unchanged."""
-        view = _view(bitmask, self._words)
-        need = _tls.cell
+        state = _tls.state
+        view = _view(bitmask, self._words, state)
+        need = state.cell
         check(lib.xg2_matcher_fill_mask(self._handle, view.row(index), self._words, need))
         return bool(need[0])
 

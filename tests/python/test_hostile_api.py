@@ -199,6 +199,9 @@ def _cases():
          IAE, ""),
         ("lark None", lambda i, k, g: k.compile_lark(None), IAE, "lark"),
         ("lark list", lambda i, k, g: k.compile_lark(["start: x"]), IAE, "lark"),
+        ("schema separators int", lambda i, k, g: k.compile_json_schema({"type": "integer"}, separators=5),
+         IAE, "separators"),
+        ("schema indent list", lambda i, k, g: k.compile_json_schema({"type": "integer"}, indent=[2]), IAE, ""),
         ("precompute float", lambda i, k, g: g.precompute(max_states=1.5), IAE, "max_states"),
     ]
     return c
