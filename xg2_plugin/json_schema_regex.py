@@ -43,9 +43,13 @@ except ImportError:  # pragma: no cover - Python 3.9/3.10
     import sre_constants as _c  # type: ignore
     import sre_parse as _p  # type: ignore
 
+from . import _budget
 from ._errors import GrammarError
 
 CS = Tuple[Tuple[int, int], ...]
+
+# What a compile over its budget names: the automaton loops below know no schema path.
+_WHERE = "json_schema: string pattern automaton"
 
 MAX_CP = 0x10FFFF
 ALL: CS = ((0, 0xD7FF), (0xE000, MAX_CP))
@@ -454,12 +458,15 @@ def n_seq(items):
 
 
 def n_alt(items):
-    flat = []
+    # dedup by hashing (a list scan made an alternation of N words quadratic);
+    # nested alternations are already flat and deduplicated
+    flat: list = []
+    seen: set = set()
     for it in items:
-        if it[0] == "alt":
-            flat.extend(it[1])
-        elif it not in flat:
-            flat.append(it)
+        for x in (it[1] if it[0] == "alt" else (it,)):
+            if x not in seen:
+                seen.add(x)
+                flat.append(x)
     if len(flat) == 1:
         return flat[0]
     return ("alt", tuple(flat))
@@ -633,12 +640,17 @@ def _in_set(items) -> CS:
     return cs_complement(cs) if negate else cs
 
 
+@lru_cache(maxsize=4096)
+def _literal_node(cp: int):
+    return n_set(cs_norm(((cp, cp),)))
+
+
 def _convert(sub) -> object:
     """sre AST (a SubPattern or list of (op, av)) to IR, anchors as ("bol",)/("eol",)."""
     items = []
     for op, av in sub:
         if op is _c.LITERAL:
-            items.append(n_set(cs_norm([(av, av)])))
+            items.append(_literal_node(av))
         elif op is _c.NOT_LITERAL:
             items.append(n_set(cs_complement(cs_norm([(av, av)]))))
         elif op is _c.ANY:
@@ -646,7 +658,11 @@ def _convert(sub) -> object:
         elif op is _c.IN:
             items.append(n_set(_in_set(av)))
         elif op is _c.BRANCH:
-            items.append(("alt", tuple(_convert(b) for b in av[1])))
+            alts = []
+            for b in av[1]:
+                _budget.check(_WHERE)  # (20,000 alternatives: let other threads run)
+                alts.append(_convert(b))
+            items.append(("alt", tuple(alts)))
         elif op is _c.SUBPATTERN:
             group, add_flags, del_flags, p = av
             if add_flags or del_flags:
@@ -755,17 +771,23 @@ def parse_pattern(pattern: str):
 
 
 def _simplify(node):
-    # `.*` ... `.*` around a nullable middle collapses to `.*`
+    # `.*` ... `.*` around a nullable middle collapses to `.*`; a node with nothing
+    # to collapse comes back as itself (no rebuilding of a large alternation)
     if node[0] == "seq":
         items = [_simplify(x) for x in node[1]]
-        out = []
+        out: list = []
         for it in items:
-            if out and it == out[-1] and it[0] == "rep" and it[2] == 0 and it[3] is None:
+            if out and it[0] == "rep" and it[2] == 0 and it[3] is None and it == out[-1]:
                 continue
             out.append(it)
+        if len(out) == len(node[1]) and all(a is b for a, b in zip(out, node[1])):
+            return node
         return n_seq(out)
     if node[0] == "alt":
-        return n_alt([_simplify(x) for x in node[1]])
+        items = [_simplify(x) for x in node[1]]
+        if all(a is b for a, b in zip(items, node[1])):
+            return node
+        return n_alt(items)
     return node
 
 
@@ -835,6 +857,7 @@ class DFA:
         trans: List[List[Tuple[CS, int]]] = []
         accept: List[bool] = []
         for a, b in todo:
+            _budget.check(_WHERE)
             row = []
             for cs1, t1 in self.trans[a]:
                 for cs2, t2 in other.trans[b]:
@@ -908,6 +931,7 @@ class DFA:
             return d
         bounds = sorted({x for row in d.trans for cs, _ in row for lo, hi in cs for x in (lo, hi + 1)})
         at = {b: i for i, b in enumerate(bounds)}
+        _budget.charge(8 * (n + 1) * max(len(bounds) - 1, 1), _WHERE)
         table = np.full((n + 1, max(len(bounds) - 1, 1)), n, dtype=np.int64)  # row n: the dead state
         for s, row in enumerate(d.trans):
             for cs, t in row:
@@ -922,6 +946,7 @@ class DFA:
         for exact in (False, True):
             count = len(np.unique(cls))
             for _ in range(MINIMIZE_ROUNDS):
+                _budget.check(_WHERE)
                 if exact:
                     sig = np.concatenate([cls[:, None], cls[table]], axis=1)
                     new = np.unique(sig, axis=0, return_inverse=True)[1].reshape(-1)
@@ -1149,6 +1174,8 @@ class _NFA:
         self.edges.append([])
         if len(self.eps) > 50000:
             raise DFAError("automaton too large")
+        if not len(self.eps) & 1023:
+            _budget.check(_WHERE)
         return len(self.eps) - 1
 
     def build(self, node, a: int, b: int) -> None:
@@ -1225,6 +1252,7 @@ class _NFA:
         trans: List[List[Tuple[CS, int]]] = []
         accept: List[bool] = []
         for cur in todo:
+            _budget.check(_WHERE)
             labels = [(cs, t) for s in cur for cs, t in self.edges[s]]
             row = []
             for cs, targets in _partition(labels):
