@@ -89,3 +89,35 @@ def test_front_end_automaton_lets_other_threads_run():
     assert max(gaps) < 0.5
     assert _accepts(grammar, "b" * 11 + "a" + "b" * 10)
     assert not _accepts(grammar, "a" * 12)
+
+
+# ---------------------------------------------------------------------------------
+# patternProperties with an unanchored key pattern beside free keys (issue 23's
+# ordinary-schema row): the keys that do not match are the complement automaton of
+# a searched pattern.  Exact masks and jsonschema's verdicts, on a real vocabulary.
+# ---------------------------------------------------------------------------------
+
+_HEX_KEYS = {"type": "object", "patternProperties": {"[0-9a-f]{32}": {"type": "null"}}}
+_HEX = "0123456789abcdef0123456789abcdef"
+
+_HEX_KEY_INSTANCES = [
+    {_HEX: None},  # a matching key: null
+    {"x" + _HEX: None, "id": [1]},  # matching inside a longer key; a free key
+    {_HEX[:31] + "g": "t"},  # a run of 31: not matching, any value
+    {},
+]
+
+
+@pytest.mark.parametrize("index", range(len(_HEX_KEY_INSTANCES)))
+def test_unanchored_key_pattern_masks_are_exact(deepseek, index):
+    from test_json_schema_oracle import check_instance
+
+    check_instance(deepseek, _HEX_KEYS, _HEX_KEY_INSTANCES[index], index, f"hex keys {index}")
+
+
+@pytest.mark.parametrize("inst", [{_HEX: 1}, {"k" + _HEX: "x"}, {_HEX.upper() + _HEX[:1]: None, _HEX + "Z": []}])
+def test_unanchored_key_pattern_refuses_what_jsonschema_refuses(inst):
+    import jsonschema
+
+    grammar = xgr.Grammar.from_json_schema(json.dumps(_HEX_KEYS), strict_mode=False)
+    assert _accepts(grammar, inst) == jsonschema.Draft202012Validator(_HEX_KEYS).is_valid(inst)
