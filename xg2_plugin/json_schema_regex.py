@@ -458,15 +458,17 @@ def n_seq(items):
 
 
 def n_alt(items):
-    # dedup by hashing (a list scan made an alternation of N words quadratic);
-    # nested alternations are already flat and deduplicated
+    # duplicates found by hashing (a list scan made an alternation of N words
+    # quadratic); a nested alternation's members are taken as they are
     flat: list = []
     seen: set = set()
     for it in items:
-        for x in (it[1] if it[0] == "alt" else (it,)):
-            if x not in seen:
-                seen.add(x)
-                flat.append(x)
+        if it[0] == "alt":
+            flat.extend(it[1])
+            seen.update(it[1])
+        elif it not in seen:
+            seen.add(it)
+            flat.append(it)
     if len(flat) == 1:
         return flat[0]
     return ("alt", tuple(flat))
@@ -771,23 +773,17 @@ def parse_pattern(pattern: str):
 
 
 def _simplify(node):
-    # `.*` ... `.*` around a nullable middle collapses to `.*`; a node with nothing
-    # to collapse comes back as itself (no rebuilding of a large alternation)
+    # `.*` ... `.*` around a nullable middle collapses to `.*`
     if node[0] == "seq":
         items = [_simplify(x) for x in node[1]]
         out: list = []
         for it in items:
-            if out and it[0] == "rep" and it[2] == 0 and it[3] is None and it == out[-1]:
+            if out and it == out[-1] and it[0] == "rep" and it[2] == 0 and it[3] is None:
                 continue
             out.append(it)
-        if len(out) == len(node[1]) and all(a is b for a, b in zip(out, node[1])):
-            return node
         return n_seq(out)
     if node[0] == "alt":
-        items = [_simplify(x) for x in node[1]]
-        if all(a is b for a, b in zip(items, node[1])):
-            return node
-        return n_alt(items)
+        return n_alt([_simplify(x) for x in node[1]])
     return node
 
 
