@@ -1115,6 +1115,37 @@ class DFA:
         return names[0]
 
 
+def labelled_product(dfas: Sequence[DFA]) -> Tuple[List[List[Tuple[CS, int]]], List[Tuple[bool, ...]]]:
+    """The product of the DFAs, completed, over every string: (rows, per state which
+    DFAs accept there).  Every string has a path, so one automaton tells every
+    class of keys (which patterns a key matches) apart -- where the intersections
+    and complements of each class, alternatives beside each other, each leave a
+    parser item whose mask walks the whole vocabulary."""
+    comps = [d.complete() for d in dfas]
+    start = tuple(0 for _ in comps)
+    index = {start: 0}
+    todo = [start]  # breadth first: state i is todo[i]
+    trans: List[List[Tuple[CS, int]]] = []
+    labels: List[Tuple[bool, ...]] = []
+    for st in todo:
+        _budget.check(_WHERE)
+        pieces: List[Tuple[CS, Tuple[int, ...]]] = [(ALL, ())]
+        for k, q in enumerate(st):
+            pieces = [(cs, tg + (t,)) for cs1, tg in pieces for cs2, t in comps[k].trans[q]
+                      for cs in (cs_inter(cs1, cs2),) if cs]
+        merged: Dict[int, List[Tuple[int, int]]] = {}
+        for cs, tg in pieces:
+            if tg not in index:
+                index[tg] = len(index)
+                todo.append(tg)
+                if len(index) > MAX_DFA_STATES:
+                    raise DFAError("automaton too large")
+            merged.setdefault(index[tg], []).extend(cs)
+        trans.append([(cs_norm(v), t) for t, v in merged.items()])
+        labels.append(tuple(comps[k].accept[q] for k, q in enumerate(st)))
+    return trans, labels
+
+
 @lru_cache(maxsize=128)
 def length_dfa(lo: int, hi: Optional[int]) -> DFA:
     """Strings of ``lo`` to ``hi`` (None: any number of) characters: the chain
