@@ -1949,9 +1949,10 @@ class _Converter:
         for i in sorted(live):
             alts = [f"{R.encode_set(cs)} {rule[t]}" for cs, t in trans[i] if t in live]
             refs = [rule[t] for _, t in trans[i] if t in live]
-            if tails[i] is not None:
-                alts.append(tails[i])
-                refs.extend(_rule_refs(tails[i]))
+            tail = tails[i]
+            if tail is not None:
+                alts.append(tail)
+                refs.extend(_rule_refs(tail))
             self.add_rule(rule[i], " | ".join(alts), tuple(dict.fromkeys(refs)))
             used[rule[i]] = None
         return [(f"{q} {rule[0]}", None, tuple(used), True)]
