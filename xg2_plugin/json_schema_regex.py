@@ -43,9 +43,13 @@ except ImportError:  # pragma: no cover - Python 3.9/3.10
     import sre_constants as _c  # type: ignore
     import sre_parse as _p  # type: ignore
 
+from . import _budget
 from ._errors import GrammarError
 
 CS = Tuple[Tuple[int, int], ...]
+
+# What a compile over its budget names: the automaton loops below know no schema path.
+_WHERE = "json_schema: string pattern automaton"
 
 MAX_CP = 0x10FFFF
 ALL: CS = ((0, 0xD7FF), (0xE000, MAX_CP))
@@ -454,11 +458,16 @@ def n_seq(items):
 
 
 def n_alt(items):
-    flat = []
+    # duplicates found by hashing (a list scan made an alternation of N words
+    # quadratic); a nested alternation's members are taken as they are
+    flat: list = []
+    seen: set = set()
     for it in items:
         if it[0] == "alt":
             flat.extend(it[1])
-        elif it not in flat:
+            seen.update(it[1])
+        elif it not in seen:
+            seen.add(it)
             flat.append(it)
     if len(flat) == 1:
         return flat[0]
@@ -633,12 +642,17 @@ def _in_set(items) -> CS:
     return cs_complement(cs) if negate else cs
 
 
+@lru_cache(maxsize=4096)
+def _literal_node(cp: int):
+    return n_set(cs_norm(((cp, cp),)))
+
+
 def _convert(sub) -> object:
     """sre AST (a SubPattern or list of (op, av)) to IR, anchors as ("bol",)/("eol",)."""
     items = []
     for op, av in sub:
         if op is _c.LITERAL:
-            items.append(n_set(cs_norm([(av, av)])))
+            items.append(_literal_node(av))
         elif op is _c.NOT_LITERAL:
             items.append(n_set(cs_complement(cs_norm([(av, av)]))))
         elif op is _c.ANY:
@@ -646,7 +660,11 @@ def _convert(sub) -> object:
         elif op is _c.IN:
             items.append(n_set(_in_set(av)))
         elif op is _c.BRANCH:
-            items.append(("alt", tuple(_convert(b) for b in av[1])))
+            alts = []
+            for b in av[1]:
+                _budget.check(_WHERE)  # (20,000 alternatives: let other threads run)
+                alts.append(_convert(b))
+            items.append(("alt", tuple(alts)))
         elif op is _c.SUBPATTERN:
             group, add_flags, del_flags, p = av
             if add_flags or del_flags:
@@ -758,7 +776,7 @@ def _simplify(node):
     # `.*` ... `.*` around a nullable middle collapses to `.*`
     if node[0] == "seq":
         items = [_simplify(x) for x in node[1]]
-        out = []
+        out: list = []
         for it in items:
             if out and it == out[-1] and it[0] == "rep" and it[2] == 0 and it[3] is None:
                 continue
@@ -835,6 +853,7 @@ class DFA:
         trans: List[List[Tuple[CS, int]]] = []
         accept: List[bool] = []
         for a, b in todo:
+            _budget.check(_WHERE)
             row = []
             for cs1, t1 in self.trans[a]:
                 for cs2, t2 in other.trans[b]:
@@ -908,6 +927,7 @@ class DFA:
             return d
         bounds = sorted({x for row in d.trans for cs, _ in row for lo, hi in cs for x in (lo, hi + 1)})
         at = {b: i for i, b in enumerate(bounds)}
+        _budget.charge(8 * (n + 1) * max(len(bounds) - 1, 1), _WHERE)
         table = np.full((n + 1, max(len(bounds) - 1, 1)), n, dtype=np.int64)  # row n: the dead state
         for s, row in enumerate(d.trans):
             for cs, t in row:
@@ -922,6 +942,7 @@ class DFA:
         for exact in (False, True):
             count = len(np.unique(cls))
             for _ in range(MINIMIZE_ROUNDS):
+                _budget.check(_WHERE)
                 if exact:
                     sig = np.concatenate([cls[:, None], cls[table]], axis=1)
                     new = np.unique(sig, axis=0, return_inverse=True)[1].reshape(-1)
@@ -1094,6 +1115,37 @@ class DFA:
         return names[0]
 
 
+def labelled_product(dfas: Sequence[DFA]) -> Tuple[List[List[Tuple[CS, int]]], List[Tuple[bool, ...]]]:
+    """The product of the DFAs, completed, over every string: (rows, per state which
+    DFAs accept there).  Every string has a path, so one automaton tells every
+    class of keys (which patterns a key matches) apart -- where the intersections
+    and complements of each class, alternatives beside each other, each leave a
+    parser item whose mask walks the whole vocabulary."""
+    comps = [d.complete() for d in dfas]
+    start = tuple(0 for _ in comps)
+    index = {start: 0}
+    todo = [start]  # breadth first: state i is todo[i]
+    trans: List[List[Tuple[CS, int]]] = []
+    labels: List[Tuple[bool, ...]] = []
+    for st in todo:
+        _budget.check(_WHERE)
+        pieces: List[Tuple[CS, Tuple[int, ...]]] = [(ALL, ())]
+        for k, q in enumerate(st):
+            pieces = [(cs, tg + (t,)) for cs1, tg in pieces for cs2, t in comps[k].trans[q]
+                      for cs in (cs_inter(cs1, cs2),) if cs]
+        merged: Dict[int, List[Tuple[int, int]]] = {}
+        for cs, tg in pieces:
+            if tg not in index:
+                index[tg] = len(index)
+                todo.append(tg)
+                if len(index) > MAX_DFA_STATES:
+                    raise DFAError("automaton too large")
+            merged.setdefault(index[tg], []).extend(cs)
+        trans.append([(cs_norm(v), t) for t, v in merged.items()])
+        labels.append(tuple(comps[k].accept[q] for k, q in enumerate(st)))
+    return trans, labels
+
+
 @lru_cache(maxsize=128)
 def length_dfa(lo: int, hi: Optional[int]) -> DFA:
     """Strings of ``lo`` to ``hi`` (None: any number of) characters: the chain
@@ -1149,6 +1201,8 @@ class _NFA:
         self.edges.append([])
         if len(self.eps) > 50000:
             raise DFAError("automaton too large")
+        if not len(self.eps) & 1023:
+            _budget.check(_WHERE)
         return len(self.eps) - 1
 
     def build(self, node, a: int, b: int) -> None:
@@ -1225,6 +1279,7 @@ class _NFA:
         trans: List[List[Tuple[CS, int]]] = []
         accept: List[bool] = []
         for cur in todo:
+            _budget.check(_WHERE)
             labels = [(cs, t) for s in cur for cs, t in self.edges[s]]
             row = []
             for cs, targets in _partition(labels):
