@@ -23,7 +23,9 @@ with atheris.instrument_imports(include=["xg2_plugin"]):
     import numpy as np  # noqa: F401  (imported before instrumenting would matter)
 
     import xg2_plugin as xgr
-    from xg2_plugin import _budget
+    # the front-ends are imported on first use: import them here so they are instrumented
+    from xg2_plugin import _budget, choice, json_schema, json_schema_formats, json_schema_fragments  # noqa: F401
+    from xg2_plugin import json_schema_regex, lark  # noqa: F401
     from xg2_plugin._errors import (
         GrammarError,
         InvalidArgumentError,
