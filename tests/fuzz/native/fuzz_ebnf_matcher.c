@@ -270,7 +270,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     n_inputs++;
     int rc = xg2_grammar_from_ebnf((const char *)data, glen, "root", &g);
     CALL(rc);
-    if (rc != XG2_OK) return 0;
+    if (rc != XG2_OK) return -1; /* libFuzzer's "keep out of the corpus"; the driver's too */
     n_parsed++;
     check_print(g);
     xg2_compiled *c = NULL;
