@@ -49,10 +49,16 @@ def _has_find(out: str) -> bool:
 
 
 def _atheris():
+    """atheris where the test extra installs it (x86-64 Linux, CPython >= 3.11: the
+    wheels of 3.0.0); elsewhere the atheris runs are skipped, the native ones still run."""
+    import platform
+
     try:
         import atheris  # noqa: F401
     except ImportError:
-        pytest.fail("atheris is not installed: pip install atheris==3.0.0 (the test extra)", pytrace=False)
+        if sys.platform == "linux" and platform.machine() == "x86_64" and sys.version_info >= (3, 11):
+            pytest.fail("atheris is not installed: pip install atheris==3.0.0 (the test extra)", pytrace=False)
+        pytest.skip("atheris 3.0.0 has no wheel for this platform/Python (see pyproject's test extra)")
 
 
 def _run_target(target, args, cwd, timeout):
