@@ -33,6 +33,8 @@ def _grammar(data: bytes):
             return None, b""
     return fixed_grammar(data[0] if data else 0), data[1:]
 
+fuzzlib.warm_up()
+
 
 def test_one_input(data: bytes) -> None:
     compiled, script = _grammar(data)
