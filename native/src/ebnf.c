@@ -149,6 +149,9 @@ static int32_t read_char(parser *p, int in_class, int *set) {
         if ((d & 0xC0) != 0x80) { perr(p, "invalid UTF-8 in grammar text"); return -1; }
         v = (v << 6) | (d & 0x3F);
     }
+    /* overlong forms and code points past U+10FFFF are not UTF-8 (an escape of them is refused too) */
+    static const int32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < least[len] || v > 0x10FFFF) { perr(p, "invalid UTF-8 in grammar text"); return -1; }
     adv(p, (size_t)len);
     return v;
 }

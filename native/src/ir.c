@@ -828,7 +828,7 @@ static int print_expr(const xg2_ir *ir, uint32_t id, xg2_charvec *o, int prec, i
         bad = xg2__charvec_printf(o, "StringExcept(");
         for (uint32_t i = 0; i < 3 && !bad; i++) {
             if (i) bad = xg2__charvec_printf(o, ", ");
-            if (!bad) bad = print_expr(ir, ir->pool.a[e->a + i], o, 0, depth + 1);
+            if (!bad) bad = print_expr(ir, ir->pool.a[e->a + i], o, 2, depth + 1); /* as Length's */
         }
         for (uint32_t i = 0; i < e->n && !bad; i++) {
             const uint32_t *w = ir->pool.a + e->a + 3 + 2 * i;
@@ -836,8 +836,9 @@ static int print_expr(const xg2_ir *ir, uint32_t id, xg2_charvec *o, int prec, i
         }
         return bad || xg2__charvec_printf(o, ")");
     case XE_LENGTH:
-        bad = xg2__charvec_printf(o, "Length(") || print_expr(ir, ir->pool.a[e->a], o, 0, depth + 1) ||
-              xg2__charvec_printf(o, ", ") || print_expr(ir, ir->pool.a[e->a + 1], o, 0, depth + 1);
+        /* the parser reads each argument as one quantified item: a choice needs its group */
+        bad = xg2__charvec_printf(o, "Length(") || print_expr(ir, ir->pool.a[e->a], o, 2, depth + 1) ||
+              xg2__charvec_printf(o, ", ") || print_expr(ir, ir->pool.a[e->a + 1], o, 2, depth + 1);
         if (bad) return bad;
         if (e->max < 0) return xg2__charvec_printf(o, ", %d)", e->min);
         return xg2__charvec_printf(o, ", %d, %d)", e->min, e->max);

@@ -1,0 +1,289 @@
+/*
+ * fuzz_ebnf_matcher.c -- libFuzzer target on the C ABI (xg2.h only).
+ *
+ * Input: EBNF text, then optionally a NUL byte and a byte script.  The grammar
+ * (start rule "root") is parsed, printed and parsed again (the print must parse and
+ * print the same), compiled for a small built-in vocabulary, and the script drives a
+ * matcher and its forks: accept_token / accept_bytes / rollback / fill / fork / reset /
+ * jump-forward / batch fill / precompute.  Checked on the way:
+ *   - every call returns a documented status; XG2_ERR_INTERNAL is a find;
+ *   - a mask bit equals whether a fork accepts that token (a few sampled per fill);
+ *   - step counts follow accepts, rollbacks and resets; bad ids are XG2_ERR_ARG;
+ *   - jump-forward bytes are accepted; a batch fill equals one-by-one fills.
+ * A violated check prints what and aborts (a crash for libFuzzer and the driver).
+ *
+ * libFuzzer (clang):  see tests/fuzz/README.md; the gcc driver (driver.c) runs the same
+ * function over the seeds and a mutation loop.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xg2.h"
+
+#define FIND(...)                                                   \
+    do {                                                            \
+        fprintf(stderr, "FIND %s:%d: ", __FILE__, __LINE__);        \
+        fprintf(stderr, __VA_ARGS__);                               \
+        fprintf(stderr, " (last error: %s)\n", xg2_last_error());   \
+        abort();                                                    \
+    } while (0)
+
+/* A status any call may return on fuzzed input; anything else is a find. */
+static int ok_status(int rc) {
+    return rc == XG2_OK || rc == XG2_ERR_ARG || rc == XG2_ERR_GRAMMAR || rc == XG2_ERR_LIMIT ||
+           rc == XG2_ERR_STATE || rc == XG2_ERR_NOMEM;
+}
+#define CALL(expr)                                                              \
+    do {                                                                        \
+        int rc_ = (expr);                                                       \
+        if (!ok_status(rc_)) FIND("%s returned %d", #expr, rc_);                \
+    } while (0)
+
+/* How far inputs get (printed at exit with FUZZ_STATS=1): a mutator that never gets
+ * past the parser fuzzes nothing else. */
+static long n_inputs, n_parsed, n_compiled, n_ops;
+static void print_stats(void) {
+    fprintf(stderr, "fuzz_ebnf_matcher: %ld inputs, %ld parsed, %ld compiled, %ld matcher ops\n", n_inputs,
+            n_parsed, n_compiled, n_ops);
+}
+
+/* ---- the vocabulary: all 256 bytes, some merges, a stop token, padding ---- */
+
+static const char *const MERGES[] = {
+    "{\"", "\":", "\",", "true", "false", "null", "ab", "abc", "ba", "aa", "xyz", "00", "12",
+    "-1", ".5", "e+", "\\n", "\\u", "  ", "\n ", "\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac",
+    "\xf0\x9f\x98\x80", "the", " a", "name", "root", "::=", "()", "[]",
+};
+#define N_MERGES ((int32_t)(sizeof MERGES / sizeof *MERGES))
+#define N_TOKENS (256 + N_MERGES + 1)
+#define STOP_ID (N_TOKENS - 1)
+#define VOCAB_SIZE (N_TOKENS + 5)
+#define WORDS ((VOCAB_SIZE + 31) / 32)
+
+static xg2_vocab *vocab(void) {
+    static xg2_vocab *v;
+    if (v) return v;
+    static char data[4096];
+    static uint32_t offsets[N_TOKENS + 1];
+    uint32_t n = 0;
+    for (int i = 0; i < 256; i++) {
+        offsets[i] = n;
+        data[n++] = (char)i;
+    }
+    for (int32_t i = 0; i < N_MERGES; i++) {
+        offsets[256 + i] = n;
+        memcpy(data + n, MERGES[i], strlen(MERGES[i]));
+        n += (uint32_t)strlen(MERGES[i]);
+    }
+    offsets[STOP_ID] = n;
+    memcpy(data + n, "</s>", 4);
+    n += 4;
+    offsets[N_TOKENS] = n;
+    int32_t stop = STOP_ID;
+    if (xg2_vocab_new(XG2_VOCAB_RAW, data, offsets, N_TOKENS, VOCAB_SIZE, &stop, 1, &stop, 1, &v) != XG2_OK)
+        FIND("the built-in vocabulary does not build");
+    xg2_vocab_set_cache_limit(v, 1 << 20); /* small: eviction runs too */
+    if (getenv("FUZZ_STATS")) atexit(print_stats);
+    return v;
+}
+
+/* ---- the script ---- */
+
+typedef struct {
+    const uint8_t *p;
+    size_t n, i;
+} script;
+
+static int more(const script *s) { return s->i < s->n; }
+static unsigned byte(script *s) { return s->i < s->n ? s->p[s->i++] : 0; }
+static unsigned u16(script *s) { return byte(s) | (byte(s) << 8); }
+
+static int bit(const int32_t *row, int32_t t) { return (int)(((uint32_t)row[t >> 5] >> (t & 31)) & 1u); }
+
+static int fill(xg2_matcher *m, int32_t *row) {
+    int need = 0;
+    memset(row, 0, sizeof(int32_t) * WORDS);
+    int rc = xg2_matcher_fill_mask(m, row, WORDS, &need);
+    CALL(rc);
+    return rc;
+}
+
+/* The mask bit of each sampled token equals whether a fork accepts it. */
+static void check_bits(xg2_matcher *m, script *s) {
+    int32_t row[WORDS];
+    if (fill(m, row) != XG2_OK || xg2_matcher_is_terminated(m)) return;
+    for (int k = 0; k < 4; k++) {
+        int32_t t = (int32_t)(u16(s) % VOCAB_SIZE);
+        xg2_matcher *f = NULL;
+        if (xg2_matcher_fork(m, &f) != XG2_OK) return;
+        int acc = 0;
+        int rc = xg2_matcher_accept_token(f, t, &acc);
+        CALL(rc);
+        if (rc == XG2_OK && acc != bit(row, t))
+            FIND("token %d: mask bit %d but a fork's accept_token says %d", t, bit(row, t), acc);
+        xg2_matcher_free(f);
+    }
+}
+
+/* An allowed token (by the script's choice), or -1 if none. */
+static int32_t pick_allowed(xg2_matcher *m, script *s) {
+    int32_t row[WORDS], ids[VOCAB_SIZE], n = 0;
+    if (fill(m, row) != XG2_OK) return -1;
+    for (int32_t t = 0; t < VOCAB_SIZE; t++)
+        if (bit(row, t)) ids[n++] = t;
+    return n ? ids[byte(s) % (unsigned)n] : -1;
+}
+
+static void run_script(const xg2_compiled *c, script *s) {
+    xg2_matcher *m = NULL;
+    if (xg2_matcher_new(c, NULL, -1, 0, &m) != XG2_OK) return;
+    for (int ops = 0; more(s) && ops < 64; ops++) {
+        int32_t before = xg2_matcher_num_steps(m);
+        int acc = 0, rc;
+        n_ops++;
+        switch (byte(s) % 10) {
+        case 0: { /* any id: out of range ones are XG2_ERR_ARG, nothing changes */
+            int32_t t = (int32_t)(u16(s) % (VOCAB_SIZE + 2)) - 1;
+            rc = xg2_matcher_accept_token(m, t, &acc);
+            CALL(rc);
+            if ((t < 0 || t >= VOCAB_SIZE) != (rc == XG2_ERR_ARG)) FIND("accept_token(%d) returned %d", t, rc);
+            if (xg2_matcher_num_steps(m) != before + (rc == XG2_OK && acc)) FIND("step count after accept_token");
+            break;
+        }
+        case 1: {
+            int32_t t = pick_allowed(m, s);
+            if (t < 0 || xg2_matcher_is_terminated(m)) break;
+            rc = xg2_matcher_accept_token(m, t, &acc);
+            CALL(rc);
+            if (rc == XG2_OK && !acc) FIND("allowed token %d refused", t);
+            break;
+        }
+        case 2: {
+            size_t len = byte(s) % 8;
+            if (len > s->n - s->i) len = s->n - s->i;
+            rc = xg2_matcher_accept_bytes(m, (const char *)s->p + s->i, len, &acc);
+            s->i += len;
+            CALL(rc);
+            if (xg2_matcher_num_steps(m) != before + (rc == XG2_OK && acc)) FIND("step count after accept_bytes");
+            break;
+        }
+        case 3: {
+            int32_t n = (int32_t)(byte(s) % 6);
+            rc = xg2_matcher_rollback(m, n);
+            CALL(rc);
+            if ((n > before) != (rc == XG2_ERR_ARG)) FIND("rollback(%d) of %d steps returned %d", n, before, rc);
+            if (rc == XG2_OK && xg2_matcher_num_steps(m) != before - n) FIND("step count after rollback");
+            break;
+        }
+        case 4:
+            check_bits(m, s);
+            break;
+        case 5: {
+            xg2_matcher *f = NULL;
+            if (xg2_matcher_fork(m, &f) != XG2_OK) break;
+            if (xg2_matcher_num_steps(f) != before) FIND("a fork has another step count");
+            if (byte(s) & 1) {
+                xg2_matcher_free(m);
+                m = f;
+            } else {
+                xg2_matcher_free(f);
+            }
+            break;
+        }
+        case 6:
+            CALL(xg2_matcher_reset(m));
+            if (xg2_matcher_num_steps(m) != 0) FIND("steps after reset");
+            break;
+        case 7: {
+            char buf[256];
+            size_t len = 0;
+            rc = xg2_matcher_jump_forward(m, buf, sizeof buf, &len);
+            CALL(rc);
+            if (rc == XG2_OK && len > 0 && len <= sizeof buf && !xg2_matcher_is_terminated(m)) {
+                xg2_matcher *f = NULL;
+                if (xg2_matcher_fork(m, &f) != XG2_OK) break;
+                rc = xg2_matcher_accept_bytes(f, buf, len, &acc);
+                CALL(rc);
+                if (rc == XG2_OK && !acc) FIND("jump-forward bytes refused");
+                xg2_matcher_free(f);
+            }
+            break;
+        }
+        case 8: { /* a batch fill equals one-by-one fills */
+            xg2_matcher *f = NULL, *ms[2];
+            if (xg2_matcher_fork(m, &f) != XG2_OK) break;
+            int32_t t = pick_allowed(f, s);
+            if (t >= 0) CALL(xg2_matcher_accept_token(f, t, &acc));
+            int32_t rows[2 * WORDS], one[WORDS];
+            ms[0] = m;
+            ms[1] = f;
+            rc = xg2_batch_fill_masks(ms, 2, rows, 2, WORDS, NULL, 2);
+            CALL(rc);
+            for (int k = 0; rc == XG2_OK && k < 2; k++)
+                if (fill(ms[k], one) == XG2_OK && memcmp(one, rows + k * WORDS, sizeof one) != 0)
+                    FIND("batch fill row %d differs from a single fill", k);
+            xg2_matcher_free(f);
+            break;
+        }
+        default: {
+            char dbg[64];
+            size_t len = 0;
+            CALL(xg2_matcher_debug_state(m, dbg, sizeof dbg, &len));
+            (void)xg2_matcher_is_completed(m);
+            break;
+        }
+        }
+    }
+    xg2_matcher_free(m);
+}
+
+/* print(parse(print(g))) == print(g), and the print parses. */
+static void check_print(const xg2_grammar *g) {
+    size_t len = 0, len2 = 0;
+    if (xg2_grammar_print(g, NULL, 0, &len) != XG2_OK) return;
+    char *p1 = malloc(len + 1);
+    if (!p1) return;
+    CALL(xg2_grammar_print(g, p1, len, &len2));
+    p1[len] = 0;
+    xg2_grammar *g2 = NULL;
+    int rc = xg2_grammar_from_ebnf(p1, len, "root", &g2);
+    if (rc == XG2_ERR_LIMIT || rc == XG2_ERR_NOMEM) {
+        free(p1);
+        return;
+    }
+    if (rc != XG2_OK) FIND("the printed grammar does not parse (%d):\n%s", rc, p1);
+    char *p2 = malloc(len + 1);
+    if (p2 && xg2_grammar_print(g2, p2, len, &len2) == XG2_OK && (len2 != len || memcmp(p1, p2, len) != 0))
+        FIND("print(parse(print(g))) != print(g):\n%s", p1);
+    free(p2);
+    xg2_grammar_free(g2);
+    free(p1);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const uint8_t *nul = memchr(data, 0, size);
+    size_t glen = nul ? (size_t)(nul - data) : size;
+    xg2_grammar *g = NULL;
+    (void)vocab();
+    n_inputs++;
+    int rc = xg2_grammar_from_ebnf((const char *)data, glen, "root", &g);
+    CALL(rc);
+    if (rc != XG2_OK) return -1; /* libFuzzer's "keep out of the corpus"; the driver's too */
+    n_parsed++;
+    check_print(g);
+    xg2_compiled *c = NULL;
+    rc = xg2_compiled_new(g, vocab(), &c);
+    CALL(rc);
+    if (rc == XG2_OK) {
+        n_compiled++;
+        int32_t done = 0;
+        CALL(xg2_compiled_precompute(c, 4, -1, &done));
+        script s = {nul ? nul + 1 : data + size, nul ? size - glen - 1 : 0, 0};
+        run_script(c, &s);
+        xg2_compiled_free(c);
+    }
+    xg2_grammar_free(g);
+    return 0;
+}

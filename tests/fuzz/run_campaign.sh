@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# A fuzz campaign of one target, niced, with a persistent corpus:
+#
+#   tests/fuzz/run_campaign.sh TARGET SECONDS [libFuzzer flags...]
+#
+# TARGET: an atheris target (ebnf regex lark json_schema matcher mask_fork
+# schema_oracle: tests/fuzz/fuzz_TARGET.py) or "native" (tests/fuzz/native/
+# fuzz_ebnf_matcher.c built with clang -fsanitize=fuzzer,address,undefined).
+# Work folder: $XG2_FUZZ_WORK (default /tmp/xg2-fuzz): corpus/TARGET (grows across
+# campaigns), finds/TARGET (crash-*, timeout-*, oom-* reproducers), TARGET.log.
+# Prints executions, coverage (cov/ft: Python lines+branches for atheris, edges for
+# native) and the finds.  Exit status 1 if there was a find.
+set -u
+TARGET=${1:?usage: run_campaign.sh TARGET SECONDS [libFuzzer flags]}
+SECONDS_=${2:?usage: run_campaign.sh TARGET SECONDS [libFuzzer flags]}
+shift 2
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=${XG2_FUZZ_WORK:-/tmp/xg2-fuzz}
+CORPUS=$WORK/corpus/$TARGET
+FINDS=$WORK/finds/$TARGET
+LOG=$WORK/$TARGET.log
+mkdir -p "$CORPUS" "$FINDS"
+# every run keeps going after a find (-fork would too, but costs a process per input)
+COMMON=(-max_total_time="$SECONDS_" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1
+        -artifact_prefix="$FINDS/")
+
+if [ "$TARGET" = native ]; then
+    CC=${CC:-clang}
+    command -v "$CC" >/dev/null || { echo "native needs clang (apt-get install -y clang)"; exit 2; }
+    EXE=$WORK/fuzz_native
+    "$CC" -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer \
+        -I"$ROOT/native/include" -I"$ROOT/native/src" "$ROOT"/native/src/*.c \
+        "$ROOT/tests/fuzz/native/fuzz_ebnf_matcher.c" -o "$EXE" -pthread || exit 2
+    SEEDS=("$ROOT/tests/fuzz/seeds/native" "$ROOT/tests/fuzz/seeds/ebnf" "$ROOT/tests/fuzz/regressions/native")
+    ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        nice -n 19 "$EXE" "${COMMON[@]}" -max_len=4096 "$@" "$CORPUS" "${SEEDS[@]}" >"$LOG" 2>&1
+else
+    SCRIPT=$ROOT/tests/fuzz/fuzz_$TARGET.py
+    [ -f "$SCRIPT" ] || { echo "no target $SCRIPT"; exit 2; }
+    PYTHONPATH=$ROOT nice -n 19 python "$SCRIPT" "${COMMON[@]}" -max_len=2048 "$@" \
+        "$CORPUS" "$ROOT/tests/fuzz/seeds/$TARGET" >"$LOG" 2>&1
+fi
+RC=$?
+LAST=$(grep -E '^#[0-9]+' "$LOG" | tail -1)
+echo "target:     $TARGET ($SECONDS_ s, exit $RC)"
+echo "executions: $(echo "$LAST" | sed -E 's/^#([0-9]+).*/\1/') (stat: $(grep -E 'stat::number_of_executed_units' "$LOG" | awk '{print $2}'))"
+echo "coverage:   $(echo "$LAST" | grep -oE 'cov: [0-9]+ ft: [0-9]+')"
+echo "corpus:     $(ls "$CORPUS" | wc -l) inputs in $CORPUS"
+N=$(ls "$FINDS" | wc -l)
+echo "finds:      $N in $FINDS"
+if [ "$N" -gt 0 ] || grep -qE 'Uncaught Python exception|ERROR: libFuzzer|FIND |ERROR: AddressSanitizer|runtime error:' "$LOG"; then
+    grep -E -A12 'Uncaught Python exception|FIND |ERROR: AddressSanitizer|runtime error:|ERROR: libFuzzer' "$LOG" | head -40
+    exit 1
+fi
