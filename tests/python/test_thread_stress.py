@@ -195,8 +195,6 @@ def test_threads_give_single_threaded_masks():
     assert compiler.get_mask_cache_stats()["evictions"] > evictions_before, "no eviction under the stress"
 
 
-@pytest.mark.xfail(strict=False, reason="the shared result cells of GrammarMatcher (issue 23 row 'two threads on "
-                   "one matcher'); fixed on the API branch (per-thread result cells), remove this mark there")
 def test_one_matcher_two_threads_ends_in_error_or_right_answer():
     """Two threads on one matcher (a misuse): each call raises MatcherStateError (the core
     refused the overlap) or gives the right answer.  Under [a-z]* a letter is always
