@@ -100,6 +100,15 @@ _MAX_CASES = 64
 _SHARED_VALUE_CHARS = 4096  # a value text repeated past this in one object is a rule
 _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")  # an expression that is one rule name
 _NAMED_CHAIN_MIN = 32  # objects with more properties keep the rule names of their chain rules
+# Nesting bounds.  Compiled with mypyc the converter has no recursion limit (too
+# deep a recursion is a segfault), so no recursion may be unbounded: a document is
+# at most MAX_SCHEMA_DEPTH arrays/objects deep (checked before converting; MaskBench's
+# deepest is 63), a value nested more than _DEFER_DEPTH conversions deep (only
+# $ref chains get there) becomes a rule converted later from a worklist, and
+# validating an enum value follows at most _MAX_CHECK_DEPTH references.
+MAX_SCHEMA_DEPTH = 128
+_DEFER_DEPTH = 48
+_MAX_CHECK_DEPTH = 256
 
 ANNOTATIONS = {
     "title", "description", "$comment", "examples", "default", "deprecated", "readOnly",
@@ -143,10 +152,17 @@ def _urljoin(base: str, ref: str) -> str:
     return urljoin(base, ref)
 
 
+_URL_UNSAFE = re.compile(r"[\t\r\n]")  # urlsplit deletes these
+
+
 @lru_cache(maxsize=4096)
 def _split_ref(base: str, ref: str) -> Tuple[str, str, str]:
     """(absolute URI, document, fragment) of ``ref`` against ``base`` (schemas
     repeat their refs many times)."""
+    if ref[:2] == "#/" and "#" not in base and not _URL_UNSAFE.search(ref):
+        # a local pointer (most refs, and too many distinct ones in a long
+        # $defs for the cache): what urljoin/urldefrag would say, without them
+        return base + ref, base, ref[1:]
     full = _urljoin(base, ref)
     return (full, *urldefrag(full))
 
@@ -327,6 +343,9 @@ class _Converter:
         self.fragment_of_name: Dict[str, Tuple[Any, str]] = {}  # that rule -> (key, $ref)
         self.alt_frames: List[list] = []
         self.pointers: Dict[Tuple[str, str], Tuple[Any, str]] = {}  # (document, fragment) -> (node, path)
+        self.depth = 0  # value() calls in progress (see _DEFER_DEPTH)
+        self.pending: List[Any] = []  # deferred values: (cache key, parts, d, rule name)
+        self.check_depth = 0
 
     # ------------------------------------------------------------------ errors
     def fail(self, keyword: str, path: str, why: str = "") -> None:
@@ -592,6 +611,13 @@ class _Converter:
         return name
 
     def value(self, conj, d: int, hint: str = "v") -> Optional[str]:
+        self.depth += 1
+        try:
+            return self.value_at(conj, d, hint)
+        finally:
+            self.depth -= 1
+
+    def value_at(self, conj, d: int, hint: str) -> Optional[str]:
         if len(conj) == 1 and _plain_value(conj[0][0]):
             # most properties: nothing to expand, no rule of its own (what the
             # general path below comes to for them); objects repeat the same few
@@ -623,6 +649,8 @@ class _Converter:
         if key in self.rule_cache:
             return self.rule_cache[key]
         if self.needs_rule(parts):
+            if self.depth > _DEFER_DEPTH:
+                return self.defer(key, parts, d, hint)
             target = self.fragment_target(parts, d)
             if target is not None:
                 return self.fragment_value(target, key, parts, d, hint)
@@ -644,6 +672,27 @@ class _Converter:
             return None
         self.add_rule(name, body)
         return name
+
+    def defer(self, key, parts, d: int, hint: str) -> str:
+        """The rule of a value too deep to convert here: named now (so cycles and
+        repeats find it), converted by convert() from its worklist."""
+        name = self.new_name(hint)
+        self.rule_cache[key] = name
+        self.pending.append((key, parts, d, name))
+        return name
+
+    def convert_pending(self) -> None:
+        while self.pending:
+            key, parts, d, name = self.pending.pop()
+            self.in_progress.add(key)
+            body = self.value_body(parts, d, hint=name)
+            self.in_progress.discard(key)
+            if body is None:
+                # (its users are converted already: dropping them now is not exact)
+                raise GrammarError(
+                    f"the schema at {parts[0][1] or '/'} accepts no value and is used more than "
+                    f"{_DEFER_DEPTH} references deep (not supported)")
+            self.add_rule(name, body)
 
     # ------------------------------------------------------------------ shared targets
     def fragment_target(self, parts, d: int) -> Optional[Tuple[Any, str]]:
@@ -844,11 +893,11 @@ class _Converter:
             out.extend(combos)
         return out
 
-    def type_sig(self, s) -> Optional[frozenset]:
-        """Base types a schema can match (None: unknown/any)."""
+    def type_sig(self, s, depth: int = 0) -> Optional[frozenset]:
+        """Base types a schema can match (None: unknown/any, also past 32 references)."""
         if s is False:
             return frozenset()
-        if not isinstance(s, dict):
+        if not isinstance(s, dict) or depth > 32:
             return None
         types = set(_ALL_TYPES)
         known = False
@@ -874,14 +923,14 @@ class _Converter:
         if "$ref" in s:
             try:
                 tgt, _ = self.resolve_ref(s["$ref"], s, "")
-                sub = self.type_sig(tgt)
+                sub = self.type_sig(tgt, depth + 1)
                 if sub is not None:
                     known = True
                     types &= sub
             except GrammarError:
                 pass
         for part in s.get("allOf", []) if isinstance(s.get("allOf"), list) else []:
-            sig = self.type_sig(part)
+            sig = self.type_sig(part, depth + 1)
             if sig is not None:
                 known = True
                 types &= sig
@@ -1267,6 +1316,16 @@ class _Converter:
 
     def check(self, v, s, path, skip=frozenset()) -> bool:
         """Whether value v is valid under schema s (used for enum filtering)."""
+        self.check_depth += 1
+        try:
+            if self.check_depth > _MAX_CHECK_DEPTH:
+                raise GrammarError(f"the schema at {path or '/'} nests more than {_MAX_CHECK_DEPTH} "
+                                   "levels deep (through references) where an enum value is checked")
+            return self.check_at(v, s, path, skip)
+        finally:
+            self.check_depth -= 1
+
+    def check_at(self, v, s, path, skip) -> bool:
         if s is True:
             return True
         if s is False:
@@ -2424,6 +2483,7 @@ class _Converter:
         root = self.value([(self.root, "", frozenset())], 0, "root-value")
         if root is None:
             raise GrammarError("the schema accepts no value")
+        self.convert_pending()
         # keep the rules reachable from root (helpers of abandoned branches go)
         reach = set()
         todo = [_rule_refs(root)]
@@ -2469,10 +2529,16 @@ _NOEVAL = frozenset({("noeval",)})
 
 
 def _child(s, skip) -> frozenset:
-    """The skip set of an in-place child of part (s, skip): its ancestry."""
+    """The skip set of an in-place child of part (s, skip): its ancestry.  Only
+    ancestors with ``unevaluated*`` are ever asked about (uneval_for, value's cache
+    key), so only they are recorded: a ``$ref`` chain then carries no growing set
+    (which made a chain of N references cost N**2)."""
     if ("noeval",) in skip:
         return _NOEVAL
-    return frozenset(a for a in skip if isinstance(a, tuple)) | {("anc", id(s))}
+    anc = frozenset(a for a in skip if isinstance(a, tuple)) if len(skip) else skip
+    if "unevaluatedProperties" in s or "unevaluatedItems" in s:
+        return anc | {("anc", id(s))}
+    return anc
 
 
 def _under(q_skip, p_schema) -> bool:
@@ -2560,7 +2626,9 @@ def _load_schema(schema) -> Any:
     if isinstance(schema, (str, bytes)):
         try:
             return json.loads(schema)
-        except json.JSONDecodeError as e:
+        except RecursionError:  # (the json module's own nesting guard)
+            raise GrammarError(f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels") from None
+        except ValueError as e:  # JSONDecodeError, and UnicodeDecodeError for bytes
             raise InvalidArgumentError(f"the schema is not valid JSON: {e}") from None
     if isinstance(schema, (dict, bool)):
         return schema
@@ -2568,6 +2636,30 @@ def _load_schema(schema) -> Any:
         return schema.model_json_schema()
     raise InvalidArgumentError(
         f"schema must be a JSON string, a dict or a pydantic model class, got {type(schema).__name__}")
+
+
+def _check_depth(schema) -> None:
+    """GrammarError, naming the JSON pointer, where a document nests arrays and
+    objects (enum and const values too) deeper than MAX_SCHEMA_DEPTH.  Iterative:
+    this is what keeps every recursion along the nesting bounded.  (A Python
+    schema can share subschemas or even contain itself: each node is visited
+    again only at a greater depth, so this ends.)"""
+    depth_of: Dict[int, int] = {}
+    stack: List[Any] = [(schema, 1, None, None)]  # (node, depth, parent entry, key)
+    while stack:
+        entry = stack.pop()
+        node, d = entry[0], entry[1]
+        if d > MAX_SCHEMA_DEPTH:
+            keys = []
+            while entry[2] is not None:
+                keys.append(entry[3])
+                entry = entry[2]
+            raise GrammarError(f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels "
+                               f"(at {_ptr_join('', *reversed(keys))})")
+        for k, v in (node.items() if isinstance(node, dict) else enumerate(node)):
+            if isinstance(v, (dict, list, tuple)) and depth_of.get(id(v), 0) < d + 1:
+                depth_of[id(v)] = d + 1
+                stack.append((v, d + 1, entry, k))
 
 
 def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent: Optional[int] = None,
@@ -2586,6 +2678,8 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent: Optional
                 raise InvalidArgumentError(f"separator {x!r} must be {ch!r} with JSON whitespace around it")
     if max_whitespace_cnt is not None and (not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt < 0):
         raise InvalidArgumentError("max_whitespace_cnt must be a non-negative int or None")
+    if isinstance(schema, dict):
+        _check_depth(schema)
     conv = _Converter(schema, any_whitespace=any_whitespace, indent=indent, separators=separators,
                       strict_mode=strict_mode, max_whitespace_cnt=max_whitespace_cnt,
                       any_order=any_order, lenient=lenient)
