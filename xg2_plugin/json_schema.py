@@ -85,7 +85,7 @@ from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urldefrag, urljoin
 
-from ._errors import GrammarError, InvalidArgumentError
+from ._errors import GrammarError, InvalidArgumentError, XG2Error
 from . import json_schema_formats as F
 from . import json_schema_fragments as FR
 from . import json_schema_regex as R
@@ -1359,6 +1359,7 @@ class _Converter:
             elif k in _NUM_KW:
                 if t not in ("int", "frac") or isinstance(x, bool):
                     continue
+                _finite_number(self, x, k, path)
                 fv = Fraction(repr(v)) if isinstance(v, float) else Fraction(v)
                 fx = Fraction(repr(x)) if isinstance(x, float) else Fraction(x)
                 if k == "minimum" and (fv < fx or (fv == fx and s.get("exclusiveMinimum") is True)):
@@ -1523,8 +1524,8 @@ class _Converter:
 
         for s, path, skip in parts:
             for k in _NUM_KW:
-                if k in s and not isinstance(s[k], bool) and not isinstance(s[k], (int, float)):
-                    self.bad(k, path, "must be a number")
+                if k in s and not isinstance(s[k], bool):
+                    _finite_number(self, s[k], k, path)
             if "minimum" in s:
                 tighten_lo(s["minimum"], s.get("exclusiveMinimum") is True)
             if "maximum" in s:
@@ -2616,6 +2617,15 @@ def _nonneg_int(conv, v, kw, path) -> int:
     return int(v)
 
 
+def _finite_number(conv, v, kw, path) -> None:
+    """A numeric keyword's value: a number, and finite (json.loads reads 1e400 as
+    inf, which no bound or divisor can be)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        conv.bad(kw, path, "must be a number")
+    if isinstance(v, float) and not math.isfinite(v):
+        conv.bad(kw, path, f"must be a finite number, got {v!r} (beyond a double's range?)")
+
+
 def _lcm_frac(a: Fraction, b: Fraction) -> Fraction:
     num = a.numerator * b.numerator // math.gcd(a.numerator, b.numerator)
     den = math.gcd(a.denominator, b.denominator)
@@ -2687,6 +2697,8 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent: Optional
         return conv.convert()
     except RecursionError:
         raise GrammarError("the schema nests too deeply to convert") from None
-    except (TypeError, AttributeError, KeyError, IndexError) as e:
+    except XG2Error:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, ZeroDivisionError) as e:
         # a keyword with a value of the wrong shape that no check caught
         raise GrammarError(f"invalid schema: {type(e).__name__}: {e}") from e
