@@ -42,7 +42,8 @@ Exact except where noted here (each point only ever *rejects* texts that
 * constrained numbers accept integer texts, fixed-point texts within [1e-7, 1e17)
   and scientific texts with exponent >= 16 or <= -5 and at most 16 mantissa
   fraction digits -- the forms ``repr`` writes; ``1e2`` or ``12.5e3`` are refused;
-  unconstrained integers stop at exponent 307 (``1e+308`` is refused);
+  unconstrained integers (and numbers with ``multipleOf: 1``, which are integers)
+  stop at exponent 307 (``1e+308`` is refused);
 * ``multipleOf`` is decimal arithmetic on the text: for floats >= 2**53 the
   decimal ``repr`` (what the text says) is what is tested, not the binary value
   jsonschema divides (they can differ for divisors with factors other than 2, 5);
@@ -1565,10 +1566,15 @@ class _Converter:
             multiple = int(lcm) if lcm.denominator == 1 else float(lcm) if Fraction(repr(float(lcm))) == lcm else None
             if multiple is None:
                 self.fail("multipleOf", mults[0][1], "the multiples' least common multiple is not a short decimal")
-        if integer and nonint:
-            return None
         if integer:
             integer = self.integer_kind
+        if multiple == 1:
+            # the multiples of 1 are the integral values: a number with multipleOf 1
+            # (1.0, 1e0) is an integer in every draft (1.0 and 1e2 included, so not
+            # draft-4's integer texts), and the integer grammar is the small one
+            integer, multiple = integer or True, None
+        if integer and nonint:
+            return None
         try:
             return F.number_expr(lo, lo_excl, hi, hi_excl, integer, multiple,
                                  add_rule=self.add_rule, prefix=self.new_name(hint + "-num"),

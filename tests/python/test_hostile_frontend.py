@@ -199,3 +199,69 @@ def test_bad_json_text_is_invalid_argument():
     for text in ("{", '{"type": }', b"\xff\xfe{"):
         with pytest.raises(xgr.InvalidArgumentError):
             json_schema_to_ebnf(text)
+
+
+# ---- number ranges with long bounds ---------------------------------------------------------
+
+
+def _char_compiler():
+    info = xgr.TokenizerInfo([chr(c) for c in range(32, 127)])
+    return xgr.GrammarCompiler(info)
+
+
+def _complete(compiled, text: str) -> bool:
+    m = xgr.GrammarMatcher(compiled)
+    return m.accept_string(text) and m.is_completed()
+
+
+def _near(x: float, steps: int = 3):
+    """x and its neighbouring doubles, and round decimals around it."""
+    out = [x]
+    lo = hi = x
+    for _ in range(steps):
+        lo, hi = math.nextafter(lo, -math.inf), math.nextafter(hi, math.inf)
+        out += [lo, hi]
+    out += [float(f"{x:.3e}"), float(f"{x:.6e}") * (1 + 1e-9), float(f"{x:.6e}") * (1 - 1e-9)]
+    return out
+
+
+def test_wide_number_range_compiles_and_matches_jsonschema():
+    jsonschema = pytest.importorskip("jsonschema")
+    lo, hi = -1.2345e-7, 9.87e300
+    schema = {"type": "number", "minimum": lo, "maximum": hi}
+    compiled = _char_compiler().compile_json_schema(schema)  # was: groups nested deeper than 200
+    floats = _near(lo) + _near(hi) + [0.0, -0.0, -1e-7, -2e-7, 1e-8, 12.5, 1e300, 1e301, 9.88e300]
+    ints = [int(hi), int(hi) + 1, int(hi) - 1, 10**300, 10**301, 987 * 10**298, 0, -1, 12345]
+    texts = {json.dumps(v) for v in floats} | {str(v) for v in ints}
+    wrong = [(t, ok) for t in sorted(texts)
+             if (ok := jsonschema.Draft202012Validator(schema).is_valid(json.loads(t))) != _complete(compiled, t)]
+    assert not wrong, wrong
+    assert _complete(compiled, str(int(hi))) and not _complete(compiled, str(int(hi) + 1))
+
+
+def test_long_integer_bounds_both_sides():
+    jsonschema = pytest.importorskip("jsonschema")
+    lo, hi = 1.2345678901234567e200, 9.87e250
+    schema = {"type": "integer", "minimum": lo, "maximum": hi}
+    compiled = _char_compiler().compile_json_schema(schema)
+    ints = [int(lo) - 1, int(lo), int(lo) + 1, int(hi) - 1, int(hi), int(hi) + 1, 10**201, 10**250, 10**251]
+    for t in [str(v) for v in ints] + [json.dumps(v) for v in _near(lo) + _near(hi)]:
+        assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(t)) == _complete(compiled, t), t
+
+
+# ---- multipleOf 1 on a number is the integer grammar ------------------------------------------
+
+
+@pytest.mark.parametrize("one", [1, 1.0])
+def test_number_multiple_of_one_is_an_integer(one):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = {"type": "number", "multipleOf": one}
+    # the small integer grammar, not the multiples machinery (was 2,381 chars and 50 ms)
+    assert json_schema_to_ebnf(schema) == json_schema_to_ebnf({"type": "integer"})
+    compiled = _char_compiler().compile_json_schema({"type": "object", "properties": {"n": schema}})
+    # (exponent 308 is refused, as for every unconstrained integer: module docstring)
+    for v in ["3", "-7.0", "1200", "1.0e+16", "2.5", "1e-05", "0.0", "-0", "1.5e+300", "1e+400"]:
+        t = '{"n": %s}' % v
+        x = json.loads(v)  # 1e+400 is inf, no number (jsonschema itself fails on it)
+        valid = math.isfinite(x) and jsonschema.Draft202012Validator(schema).is_valid(x)
+        assert _complete(compiled, t) == valid, v
