@@ -32,6 +32,7 @@ or the RFC syntax (where ``jsonschema`` needs an optional package).
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 from typing import List, Optional, Tuple
@@ -913,8 +914,81 @@ def value_spellings(v: Fraction, int_text: bool = True, float_text: bool = True)
     return alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"
 
 
+@lru_cache(maxsize=1024)
+def _exp_exact(e: int) -> str:
+    return exp_expr(e, e)  # type: ignore[return-value]
+
+
+def _digits(text: str) -> Tuple[bool, str, int]:
+    """(negative, D, E) of a decimal text whose value is int(D) * 10**E, D without
+    leading or trailing zeros ("0" for zero)."""
+    sign, ds, exp = Decimal(text).as_tuple()
+    D = "".join(map(str, ds)).lstrip("0")
+    if not D:
+        return False, "0", 0
+    t = len(D) - len(D.rstrip("0"))
+    return bool(sign), D[:len(D) - t], int(exp) + t
+
+
+def _spell(neg: bool, D: str, E: int, int_text: bool, float_text: bool) -> Optional[str]:
+    """value_spellings of int(D) * 10**E (negated), from its digits: enums of many
+    numbers spell each (Fraction arithmetic made that 0.5 ms a number)."""
+    alts = []
+    sign = '"-" ' if neg else ""
+    zero = D == "0"
+    if int_text and E >= 0:
+        alts.append(sign + '"%s"' % (D + "0" * E))
+        if zero:
+            alts.append('"-0"')
+    if float_text:
+        if zero:
+            alts.append('"-"? "0." "0"+')
+        else:
+            n = len(D)
+            if E >= 0:
+                ip, fd = D + "0" * E, ""
+            elif n + E > 0:
+                ip, fd = D[:n + E], D[n + E:]
+            else:
+                ip, fd = "0", "0" * (-(n + E)) + D
+            alts.append(sign + ('"%s.%s" "0"*' % (ip, fd) if fd else '"%s." "0"+' % ip))
+            md = D[1:]
+            mtxt = '"%s' % D[0] + ('.%s" "0"*' % md if md else '" ("." "0"+)?')
+            alts.append(sign + mtxt + " " + _exp_exact(n - 1 + E))
+    if not alts:
+        return None
+    return alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"
+
+
 def value_spellings_of(x) -> Optional[str]:
     """Texts equal (as jsonschema compares) to the schema number ``x``."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return _spellings_fast(x)
+    return _spellings_slow(x)
+
+
+def _spellings_fast(x) -> Optional[str]:
+    """value_spellings_of for Python numbers, from their decimal digits."""
+    alts = []
+    if isinstance(x, float):
+        if math.isnan(x) or math.isinf(x):
+            return None
+        if x.is_integer():
+            alts.append(_spell(*_digits(str(int(x))), True, False))
+        alts.append(_spell(*_digits(repr(x)), False, True))
+    else:
+        alts.append(_spell(*_digits(str(x)), True, False))
+        try:
+            f = float(x)
+            if f == x:  # (exact: Python compares int and float exactly)
+                alts.append(_spell(*_digits(repr(f)), False, True))
+        except OverflowError:
+            pass
+    out = [a for a in alts if a]
+    return out[0] if len(out) == 1 else "(" + " | ".join(out) + ")"
+
+
+def _spellings_slow(x) -> Optional[str]:
     if isinstance(x, float):
         if math.isnan(x) or math.isinf(x):
             return None
