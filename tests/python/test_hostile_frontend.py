@@ -265,3 +265,23 @@ def test_number_multiple_of_one_is_an_integer(one):
         x = json.loads(v)  # 1e+400 is inf, no number (jsonschema itself fails on it)
         valid = math.isfinite(x) and jsonschema.Draft202012Validator(schema).is_valid(x)
         assert _complete(compiled, t) == valid, v
+
+
+# ---- Lark ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", [
+    "(" * 10000 + '"a"' + ")" * 10000,
+    "[" * 5000 + '"a"' + "]" * 5000,
+    "/" + "(" * 5000 + "a" + ")" * 5000 + "/",
+    "/" + "(" * 400 + "a" + ")" * 400 + "/",
+], ids=["parentheses", "brackets", "regex", "regex-400"])
+def test_deep_lark_grammars_end_in_grammar_error(body):
+    from xg2_plugin.lark import lark_to_ebnf
+
+    with pytest.raises(xgr.GrammarError):
+        lark_to_ebnf("start: " + body)
+
+
+def test_lark_groups_up_to_the_limit_compile():
+    xgr.Grammar.from_lark("start: " + "(" * 99 + '"a"' + ")" * 99)
