@@ -87,6 +87,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urldefrag, urljoin
 
 from ._errors import GrammarError, InvalidArgumentError, XG2Error
+from . import _budget
 from . import json_schema_formats as F
 from . import json_schema_fragments as FR
 from . import json_schema_regex as R
@@ -391,6 +392,8 @@ class _Converter:
             st = todo.pop()
             if st in graph:
                 continue
+            if len(graph) & 255 == 0:
+                _budget.check(f"json_schema: automaton ({hint})")
             edges = succ(st)
             graph[st] = edges
             if len(graph) > 20000:
@@ -446,6 +449,7 @@ class _Converter:
         convert() need not read a long body back)."""
         self.used_names.add(name)
         self.rules[name] = body
+        _budget.charge(len(name) + len(body), "json_schema: rule " + name)
         if names is not None:
             self.rule_names[name] = names
         elif name in self.rule_names:
@@ -612,6 +616,7 @@ class _Converter:
         return name
 
     def value(self, conj, d: int, hint: str = "v") -> Optional[str]:
+        _budget.check("json_schema: " + (conj[0][1] or "/"))
         self.depth += 1
         try:
             return self.value_at(conj, d, hint)
@@ -1241,7 +1246,13 @@ class _Converter:
         # (vals are in every part's enum/const and of the allowed types already:
         # parts with nothing else need no check per value)
         parts = [p for p in parts if not _ENUM_ONLY_KW.issuperset(k for k in p[0] if k not in p[2])]
-        for v in vals:
+        where = "json_schema: enum at " + (parts[0][1] or "/") if parts else "json_schema: enum"
+        size = 0
+        for i, v in enumerate(vals):
+            if i & 1023 == 1023:  # per chunk of values: the time, and the text so far
+                _budget.check(where)
+                _budget.charge(size, where)
+                size = 0
             if _json_type(v) not in types:
                 continue
             if self.in_enum(v, not_vals):
@@ -1254,6 +1265,8 @@ class _Converter:
                     break
             if ok:
                 out.append(self.literal(v, d))
+                size += len(out[-1])
+        _budget.charge(size, where)
         return _alt(out)
 
     def literal(self, v, d: int) -> str:
@@ -2665,6 +2678,8 @@ def _check_depth(schema) -> None:
     while stack:
         entry = stack.pop()
         node, d = entry[0], entry[1]
+        if len(depth_of) & 4095 == 4095:
+            _budget.check("json_schema: measuring nesting")
         if d > MAX_SCHEMA_DEPTH:
             keys = []
             while entry[2] is not None:

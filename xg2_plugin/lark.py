@@ -97,6 +97,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
+from . import _budget
 from ._errors import GrammarError, InvalidArgumentError
 from .grammar import ebnf_string_literal
 
@@ -800,6 +801,7 @@ class _Parser:
         while self.peek().kind in ("OP", "BANG") and self.peek().value in "?!":
             modifiers.append(self.take())
         tok = self.expect("NAME", "a rule or terminal definition")
+        _budget.check(f"lark: parsing {tok.value} (line {tok.pos[0]})")
         kind = _name_kind(tok)
         if modifiers and kind == "term":
             raise _error(modifiers[0].pos, f"the modifiers '?' and '!' apply to rules, not to the terminal {tok.value}")
@@ -1124,9 +1126,11 @@ class _Converter:
                 self.use_common(p.imports[name][0])
                 continue
             d = p.defs[name]
+            _budget.check(f"lark: rule {name}")
             whole = d.kind == "term" and name not in self.inner_terminals
             body = self.emit(d.expr, d.kind, whole_token=whole)[0]
             lines.append(f"{name} ::= {body}")
+            _budget.charge(len(name) + len(body) + 5, f"lark: rule {name}")
         if self.ignoring:
             lines += self.ignore_rules()
             root = _ROOT

@@ -285,3 +285,54 @@ def test_deep_lark_grammars_end_in_grammar_error(body):
 
 def test_lark_groups_up_to_the_limit_compile():
     xgr.Grammar.from_lark("start: " + "(" * 99 + '"a"' + ")" * 99)
+
+
+# ---- budgets: the front-ends check the calling thread's compile budget ---------------------
+
+
+def _mixed_enum(n):
+    return [[i, f"s{i}", i + 0.5, {"k": i}, [i], None, True][i % 7] if i % 7 else i for i in range(n)]
+
+
+def test_enum_conversion_stops_at_the_time_budget():
+    from xg2_plugin._budget import compile_budget
+
+    # (converting it all takes seconds)
+    t0 = time.perf_counter()
+    with pytest.raises(xgr.LimitExceededError, match="compile time limit of 200 ms"):
+        with compile_budget(time_limit_ms=200, memory_limit_bytes=None):
+            json_schema_to_ebnf({"enum": _mixed_enum(100_000)})
+    assert time.perf_counter() - t0 < 5.0
+
+
+def test_enum_conversion_stops_at_the_memory_budget():
+    from xg2_plugin._budget import compile_budget
+
+    with pytest.raises(xgr.LimitExceededError, match=r"memory limit of 262144 bytes exceeded \(json_schema: enum"):
+        with compile_budget(time_limit_ms=None, memory_limit_bytes=256 << 10):
+            json_schema_to_ebnf({"enum": _mixed_enum(50_000)})
+
+
+def test_reference_chain_stops_at_the_time_budget():
+    from xg2_plugin._budget import compile_budget
+
+    n = 5000
+    defs = {f"d{i}": {"type": "object", "properties": {"x": {"$ref": f"#/$defs/d{i + 1}"}}} for i in range(n)}
+    defs[f"d{n}"] = {"type": "integer"}
+    with pytest.raises(xgr.LimitExceededError, match="json_schema: "):
+        with compile_budget(time_limit_ms=20, memory_limit_bytes=None):
+            json_schema_to_ebnf({"$defs": defs, "$ref": "#/$defs/d0"})
+
+
+def test_lark_conversion_stops_at_the_budget():
+    from xg2_plugin._budget import compile_budget
+    from xg2_plugin.lark import lark_to_ebnf
+
+    n = 20_000
+    text = "\n".join(["start: r0"] + [f'r{i}: r{i + 1} | "x{i}"' for i in range(n - 1)] + [f'r{n - 1}: "end"'])
+    with pytest.raises(xgr.LimitExceededError, match="lark: "):
+        with compile_budget(time_limit_ms=5, memory_limit_bytes=None):
+            lark_to_ebnf(text)
+    with pytest.raises(xgr.LimitExceededError, match="lark: rule"):
+        with compile_budget(time_limit_ms=None, memory_limit_bytes=64 << 10):
+            lark_to_ebnf(text)
