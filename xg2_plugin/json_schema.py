@@ -71,7 +71,12 @@ bound and more than 1000 multiples in range; more than 4 ``patternProperties``;
 string constraints whose automaton exceeds 4000 states; ``any_order`` with more
 than 8 properties; formats ``regex``, ``idn-hostname``, ``iri``,
 ``iri-reference``; draft-3 ``disallow``/``extends``/``divisibleBy``; schemas that
-accept no value at all.
+accept no value at all; documents nesting arrays/objects more than
+``MAX_SCHEMA_DEPTH`` (128) deep, enum values included (a deeper recursion would
+overflow the stack of the compiled front-end), and enum values checked through
+more than 256 nested references.  ``$ref`` chains have no depth limit: a value
+reached more than 48 conversions deep is converted later from a worklist (where
+such a deferred target turns out to match no value, that raises too).
 """
 
 from __future__ import annotations

@@ -185,7 +185,7 @@ class TargetKeys:
             if all(x is not None for x in texts):
                 inside = set(members)
                 outs = sorted({comp_key.get(n) or "" for x in texts for n in x[1] if n not in inside})  # type: ignore[index]
-                if all(outs) or not outs:
+                if all(outs):  # (every successor keyed)
                     h = hashlib.blake2b(digest_size=16)
                     for m, x in sorted(zip(members, texts)):
                         h.update(f"{m}\0{x[0]}\0".encode())  # type: ignore[index]
