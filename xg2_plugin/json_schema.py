@@ -621,7 +621,7 @@ class _Converter:
         return name
 
     def value(self, conj, d: int, hint: str = "v") -> Optional[str]:
-        _budget.check("json_schema: " + (conj[0][1] or "/"))
+        _budget.check("json_schema: " + ((conj[0][1] if conj else "") or "/"))
         self.depth += 1
         try:
             return self.value_at(conj, d, hint)
