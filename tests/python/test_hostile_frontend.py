@@ -336,3 +336,14 @@ def test_lark_conversion_stops_at_the_budget():
     with pytest.raises(xgr.LimitExceededError, match="lark: rule"):
         with compile_budget(time_limit_ms=None, memory_limit_bytes=64 << 10):
             lark_to_ebnf(text)
+
+
+def test_choices_check_the_budget():
+    from xg2_plugin._budget import compile_budget
+    from xg2_plugin.choice import choices_to_ebnf
+
+    with pytest.raises(xgr.LimitExceededError, match="memory limit of 65536 bytes exceeded \\(choices\\)"):
+        with compile_budget(time_limit_ms=None, memory_limit_bytes=64 << 10):
+            choices_to_ebnf([f"choice-{i}" for i in range(20000)])
+    with pytest.raises(xgr.InvalidArgumentError, match=r"choices\[1\] contains the lone surrogate U\+D800"):
+        choices_to_ebnf(["a", "b\ud800c"])
