@@ -391,7 +391,7 @@ class _Converter:
         ``succ(state)`` a list of (expr, state), ``final(state)`` whether it may end.
         Only states that can still finish get a rule; returns the start expression
         (None when nothing can finish)."""
-        graph = {}
+        graph: Dict[Any, list] = {}
         todo = [st for _, st in start]
         while todo:
             st = todo.pop()
