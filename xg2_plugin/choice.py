@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Iterable, List
 
+from . import _budget
 from ._errors import InvalidArgumentError
 from .grammar import ebnf_string_literal
 
@@ -37,11 +38,14 @@ def check_choices(choices: Iterable[str]) -> List[str]:
     for index, item in enumerate(items):
         if not isinstance(item, str):
             raise InvalidArgumentError(f"choices[{index}] must be a str, got {type(item).__name__}")
-        for ch in item:
-            if 0xD800 <= ord(ch) <= 0xDFFF:
-                raise InvalidArgumentError(
-                    f"choices[{index}] contains the lone surrogate U+{ord(ch):04X}, which UTF-8 cannot encode"
-                )
+        if index & 1023 == 1023:
+            _budget.check(f"choices: item {index}")
+        try:
+            item.encode("utf-8")  # (fails exactly on lone surrogates; at C speed)
+        except UnicodeEncodeError as e:
+            raise InvalidArgumentError(
+                f"choices[{index}] contains the lone surrogate U+{ord(item[e.start]):04X}, which UTF-8 cannot encode"
+            ) from None
         if item not in seen:
             seen.add(item)
             out.append(item)
@@ -51,4 +55,6 @@ def check_choices(choices: Iterable[str]) -> List[str]:
 def choices_to_ebnf(choices: Iterable[str]) -> str:
     """``root ::= "a" | "b" | ...`` for the given strings (see :func:`check_choices`)."""
     items = check_choices(choices)
-    return "root ::= " + " | ".join(ebnf_string_literal(item) for item in items) + "\n"
+    text = "root ::= " + " | ".join(ebnf_string_literal(item) for item in items) + "\n"
+    _budget.charge(len(text), "choices")
+    return text

@@ -42,7 +42,8 @@ Exact except where noted here (each point only ever *rejects* texts that
 * constrained numbers accept integer texts, fixed-point texts within [1e-7, 1e17)
   and scientific texts with exponent >= 16 or <= -5 and at most 16 mantissa
   fraction digits -- the forms ``repr`` writes; ``1e2`` or ``12.5e3`` are refused;
-  unconstrained integers stop at exponent 307 (``1e+308`` is refused);
+  unconstrained integers (and numbers with ``multipleOf: 1``, which are integers)
+  stop at exponent 307 (``1e+308`` is refused);
 * ``multipleOf`` is decimal arithmetic on the text: for floats >= 2**53 the
   decimal ``repr`` (what the text says) is what is tested, not the binary value
   jsonschema divides (they can differ for divisors with factors other than 2, 5);
@@ -70,7 +71,12 @@ bound and more than 1000 multiples in range; more than 4 ``patternProperties``;
 string constraints whose automaton exceeds 4000 states; ``any_order`` with more
 than 8 properties; formats ``regex``, ``idn-hostname``, ``iri``,
 ``iri-reference``; draft-3 ``disallow``/``extends``/``divisibleBy``; schemas that
-accept no value at all.
+accept no value at all; documents nesting arrays/objects more than
+``MAX_SCHEMA_DEPTH`` (128) deep, enum values included (a deeper recursion would
+overflow the stack of the compiled front-end), and enum values checked through
+more than 256 nested references.  ``$ref`` chains have no depth limit: a value
+reached more than 48 conversions deep is converted later from a worklist (where
+such a deferred target turns out to match no value, that raises too).
 """
 
 from __future__ import annotations
@@ -85,7 +91,8 @@ from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urldefrag, urljoin
 
-from ._errors import GrammarError, InvalidArgumentError
+from ._errors import GrammarError, InvalidArgumentError, XG2Error
+from . import _budget
 from . import json_schema_formats as F
 from . import json_schema_fragments as FR
 from . import json_schema_regex as R
@@ -106,6 +113,15 @@ _SHARED_VALUE_CHARS = 4096  # a value text repeated past this in one object is a
 _PATTERN_KEYS_MAX_STATES = 256
 _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")  # an expression that is one rule name
 _NAMED_CHAIN_MIN = 32  # objects with more properties keep the rule names of their chain rules
+# Nesting bounds.  Compiled with mypyc the converter has no recursion limit (too
+# deep a recursion is a segfault), so no recursion may be unbounded: a document is
+# at most MAX_SCHEMA_DEPTH arrays/objects deep (checked before converting; MaskBench's
+# deepest is 63), a value nested more than _DEFER_DEPTH conversions deep (only
+# $ref chains get there) becomes a rule converted later from a worklist, and
+# validating an enum value follows at most _MAX_CHECK_DEPTH references.
+MAX_SCHEMA_DEPTH = 128
+_DEFER_DEPTH = 48
+_MAX_CHECK_DEPTH = 256
 
 ANNOTATIONS = {
     "title", "description", "$comment", "examples", "default", "deprecated", "readOnly",
@@ -149,10 +165,17 @@ def _urljoin(base: str, ref: str) -> str:
     return urljoin(base, ref)
 
 
+_URL_UNSAFE = re.compile(r"[\t\r\n]")  # urlsplit deletes these
+
+
 @lru_cache(maxsize=4096)
 def _split_ref(base: str, ref: str) -> Tuple[str, str, str]:
     """(absolute URI, document, fragment) of ``ref`` against ``base`` (schemas
     repeat their refs many times)."""
+    if ref[:2] == "#/" and "#" not in base and not _URL_UNSAFE.search(ref):
+        # a local pointer (most refs, and too many distinct ones in a long
+        # $defs for the cache): what urljoin/urldefrag would say, without them
+        return base + ref, base, ref[1:]
     full = _urljoin(base, ref)
     return (full, *urldefrag(full))
 
@@ -333,6 +356,9 @@ class _Converter:
         self.fragment_of_name: Dict[str, Tuple[Any, str]] = {}  # that rule -> (key, $ref)
         self.alt_frames: List[list] = []
         self.pointers: Dict[Tuple[str, str], Tuple[Any, str]] = {}  # (document, fragment) -> (node, path)
+        self.depth = 0  # value() calls in progress (see _DEFER_DEPTH)
+        self.pending: List[Any] = []  # deferred values: (cache key, parts, d, rule name)
+        self.check_depth = 0
 
     # ------------------------------------------------------------------ errors
     def fail(self, keyword: str, path: str, why: str = "") -> None:
@@ -371,12 +397,14 @@ class _Converter:
         ``succ(state)`` a list of (expr, state), ``final(state)`` whether it may end.
         Only states that can still finish get a rule; returns the start expression
         (None when nothing can finish)."""
-        graph = {}
+        graph: Dict[Any, list] = {}
         todo = [st for _, st in start]
         while todo:
             st = todo.pop()
             if st in graph:
                 continue
+            if len(graph) & 255 == 0:
+                _budget.check(f"json_schema: automaton ({hint})")
             edges = succ(st)
             graph[st] = edges
             if len(graph) > 20000:
@@ -432,6 +460,7 @@ class _Converter:
         convert() need not read a long body back)."""
         self.used_names.add(name)
         self.rules[name] = body
+        _budget.charge(len(name) + len(body), "json_schema: rule " + name)
         if names is not None:
             self.rule_names[name] = names
         elif name in self.rule_names:
@@ -598,6 +627,14 @@ class _Converter:
         return name
 
     def value(self, conj, d: int, hint: str = "v") -> Optional[str]:
+        _budget.check("json_schema: " + ((conj[0][1] if conj else "") or "/"))
+        self.depth += 1
+        try:
+            return self.value_at(conj, d, hint)
+        finally:
+            self.depth -= 1
+
+    def value_at(self, conj, d: int, hint: str) -> Optional[str]:
         if len(conj) == 1 and _plain_value(conj[0][0]):
             # most properties: nothing to expand, no rule of its own (what the
             # general path below comes to for them); objects repeat the same few
@@ -629,6 +666,8 @@ class _Converter:
         if key in self.rule_cache:
             return self.rule_cache[key]
         if self.needs_rule(parts):
+            if self.depth > _DEFER_DEPTH:
+                return self.defer(key, parts, d, hint)
             target = self.fragment_target(parts, d)
             if target is not None:
                 return self.fragment_value(target, key, parts, d, hint)
@@ -650,6 +689,27 @@ class _Converter:
             return None
         self.add_rule(name, body)
         return name
+
+    def defer(self, key, parts, d: int, hint: str) -> str:
+        """The rule of a value too deep to convert here: named now (so cycles and
+        repeats find it), converted by convert() from its worklist."""
+        name = self.new_name(hint)
+        self.rule_cache[key] = name
+        self.pending.append((key, parts, d, name))
+        return name
+
+    def convert_pending(self) -> None:
+        while self.pending:
+            key, parts, d, name = self.pending.pop()
+            self.in_progress.add(key)
+            body = self.value_body(parts, d, hint=name)
+            self.in_progress.discard(key)
+            if body is None:
+                # (its users are converted already: dropping them now is not exact)
+                raise GrammarError(
+                    f"the schema at {parts[0][1] or '/'} accepts no value and is used more than "
+                    f"{_DEFER_DEPTH} references deep (not supported)")
+            self.add_rule(name, body)
 
     # ------------------------------------------------------------------ shared targets
     def fragment_target(self, parts, d: int) -> Optional[Tuple[Any, str]]:
@@ -850,11 +910,11 @@ class _Converter:
             out.extend(combos)
         return out
 
-    def type_sig(self, s) -> Optional[frozenset]:
-        """Base types a schema can match (None: unknown/any)."""
+    def type_sig(self, s, depth: int = 0) -> Optional[frozenset]:
+        """Base types a schema can match (None: unknown/any, also past 32 references)."""
         if s is False:
             return frozenset()
-        if not isinstance(s, dict):
+        if not isinstance(s, dict) or depth > 32:
             return None
         types = set(_ALL_TYPES)
         known = False
@@ -880,14 +940,14 @@ class _Converter:
         if "$ref" in s:
             try:
                 tgt, _ = self.resolve_ref(s["$ref"], s, "")
-                sub = self.type_sig(tgt)
+                sub = self.type_sig(tgt, depth + 1)
                 if sub is not None:
                     known = True
                     types &= sub
             except GrammarError:
                 pass
         for part in s.get("allOf", []) if isinstance(s.get("allOf"), list) else []:
-            sig = self.type_sig(part)
+            sig = self.type_sig(part, depth + 1)
             if sig is not None:
                 known = True
                 types &= sig
@@ -1197,7 +1257,13 @@ class _Converter:
         # (vals are in every part's enum/const and of the allowed types already:
         # parts with nothing else need no check per value)
         parts = [p for p in parts if not _ENUM_ONLY_KW.issuperset(k for k in p[0] if k not in p[2])]
-        for v in vals:
+        where = "json_schema: enum at " + (parts[0][1] or "/") if parts else "json_schema: enum"
+        size = 0
+        for i, v in enumerate(vals):
+            if i & 1023 == 1023:  # per chunk of values: the time, and the text so far
+                _budget.check(where)
+                _budget.charge(size, where)
+                size = 0
             if _json_type(v) not in types:
                 continue
             if self.in_enum(v, not_vals):
@@ -1210,6 +1276,8 @@ class _Converter:
                     break
             if ok:
                 out.append(self.literal(v, d))
+                size += len(out[-1])
+        _budget.charge(size, where)
         return _alt(out)
 
     def literal(self, v, d: int) -> str:
@@ -1273,6 +1341,16 @@ class _Converter:
 
     def check(self, v, s, path, skip=frozenset()) -> bool:
         """Whether value v is valid under schema s (used for enum filtering)."""
+        self.check_depth += 1
+        try:
+            if self.check_depth > _MAX_CHECK_DEPTH:
+                raise GrammarError(f"the schema at {path or '/'} nests more than {_MAX_CHECK_DEPTH} "
+                                   "levels deep (through references) where an enum value is checked")
+            return self.check_at(v, s, path, skip)
+        finally:
+            self.check_depth -= 1
+
+    def check_at(self, v, s, path, skip) -> bool:
         if s is True:
             return True
         if s is False:
@@ -1306,6 +1384,7 @@ class _Converter:
             elif k in _NUM_KW:
                 if t not in ("int", "frac") or isinstance(x, bool):
                     continue
+                _finite_number(self, x, k, path)
                 fv = Fraction(repr(v)) if isinstance(v, float) else Fraction(v)
                 fx = Fraction(repr(x)) if isinstance(x, float) else Fraction(x)
                 if k == "minimum" and (fv < fx or (fv == fx and s.get("exclusiveMinimum") is True)):
@@ -1470,8 +1549,8 @@ class _Converter:
 
         for s, path, skip in parts:
             for k in _NUM_KW:
-                if k in s and not isinstance(s[k], bool) and not isinstance(s[k], (int, float)):
-                    self.bad(k, path, "must be a number")
+                if k in s and not isinstance(s[k], bool):
+                    _finite_number(self, s[k], k, path)
             if "minimum" in s:
                 tighten_lo(s["minimum"], s.get("exclusiveMinimum") is True)
             if "maximum" in s:
@@ -1511,10 +1590,15 @@ class _Converter:
             multiple = int(lcm) if lcm.denominator == 1 else float(lcm) if Fraction(repr(float(lcm))) == lcm else None
             if multiple is None:
                 self.fail("multipleOf", mults[0][1], "the multiples' least common multiple is not a short decimal")
-        if integer and nonint:
-            return None
         if integer:
             integer = self.integer_kind
+        if multiple == 1:
+            # the multiples of 1 are the integral values: a number with multipleOf 1
+            # (1.0, 1e0) is an integer in every draft (1.0 and 1e2 included, so not
+            # draft-4's integer texts), and the integer grammar is the small one
+            integer, multiple = integer or True, None
+        if integer and nonint:
+            return None
         try:
             return F.number_expr(lo, lo_excl, hi, hi_excl, integer, multiple,
                                  add_rule=self.add_rule, prefix=self.new_name(hint + "-num"),
@@ -2504,6 +2588,7 @@ class _Converter:
         root = self.value([(self.root, "", frozenset())], 0, "root-value")
         if root is None:
             raise GrammarError("the schema accepts no value")
+        self.convert_pending()
         # keep the rules reachable from root (helpers of abandoned branches go)
         reach = set()
         todo = [_rule_refs(root)]
@@ -2549,10 +2634,16 @@ _NOEVAL = frozenset({("noeval",)})
 
 
 def _child(s, skip) -> frozenset:
-    """The skip set of an in-place child of part (s, skip): its ancestry."""
+    """The skip set of an in-place child of part (s, skip): its ancestry.  Only
+    ancestors with ``unevaluated*`` are ever asked about (uneval_for, value's cache
+    key), so only they are recorded: a ``$ref`` chain then carries no growing set
+    (which made a chain of N references cost N**2)."""
     if ("noeval",) in skip:
         return _NOEVAL
-    return frozenset(a for a in skip if isinstance(a, tuple)) | {("anc", id(s))}
+    anc = frozenset(a for a in skip if isinstance(a, tuple)) if len(skip) else skip
+    if "unevaluatedProperties" in s or "unevaluatedItems" in s:
+        return anc | {("anc", id(s))}
+    return anc
 
 
 def _under(q_skip, p_schema) -> bool:
@@ -2630,6 +2721,15 @@ def _nonneg_int(conv, v, kw, path) -> int:
     return int(v)
 
 
+def _finite_number(conv, v, kw, path) -> None:
+    """A numeric keyword's value: a number, and finite (json.loads reads 1e400 as
+    inf, which no bound or divisor can be)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        conv.bad(kw, path, "must be a number")
+    if isinstance(v, float) and not math.isfinite(v):
+        conv.bad(kw, path, f"must be a finite number, got {v!r} (beyond a double's range?)")
+
+
 def _lcm_frac(a: Fraction, b: Fraction) -> Fraction:
     num = a.numerator * b.numerator // math.gcd(a.numerator, b.numerator)
     den = math.gcd(a.denominator, b.denominator)
@@ -2640,7 +2740,9 @@ def _load_schema(schema) -> Any:
     if isinstance(schema, (str, bytes)):
         try:
             return json.loads(schema)
-        except json.JSONDecodeError as e:
+        except RecursionError:  # (the json module's own nesting guard)
+            raise GrammarError(f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels") from None
+        except ValueError as e:  # JSONDecodeError, and UnicodeDecodeError for bytes
             raise InvalidArgumentError(f"the schema is not valid JSON: {e}") from None
     if isinstance(schema, (dict, bool)):
         return schema
@@ -2648,6 +2750,32 @@ def _load_schema(schema) -> Any:
         return schema.model_json_schema()
     raise InvalidArgumentError(
         f"schema must be a JSON string, a dict or a pydantic model class, got {type(schema).__name__}")
+
+
+def _check_depth(schema) -> None:
+    """GrammarError, naming the JSON pointer, where a document nests arrays and
+    objects (enum and const values too) deeper than MAX_SCHEMA_DEPTH.  Iterative:
+    this is what keeps every recursion along the nesting bounded.  (A Python
+    schema can share subschemas or even contain itself: each node is visited
+    again only at a greater depth, so this ends.)"""
+    depth_of: Dict[int, int] = {}
+    stack: List[Any] = [(schema, 1, None, None)]  # (node, depth, parent entry, key)
+    while stack:
+        entry = stack.pop()
+        node, d = entry[0], entry[1]
+        if len(depth_of) & 4095 == 4095:
+            _budget.check("json_schema: measuring nesting")
+        if d > MAX_SCHEMA_DEPTH:
+            keys = []
+            while entry[2] is not None:
+                keys.append(entry[3])
+                entry = entry[2]
+            raise GrammarError(f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels "
+                               f"(at {_ptr_join('', *reversed(keys))})")
+        for k, v in (node.items() if isinstance(node, dict) else enumerate(node)):
+            if isinstance(v, (dict, list, tuple)) and depth_of.get(id(v), 0) < d + 1:
+                depth_of[id(v)] = d + 1
+                stack.append((v, d + 1, entry, k))
 
 
 def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent: Optional[int] = None,
@@ -2666,6 +2794,8 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent: Optional
                 raise InvalidArgumentError(f"separator {x!r} must be {ch!r} with JSON whitespace around it")
     if max_whitespace_cnt is not None and (not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt < 0):
         raise InvalidArgumentError("max_whitespace_cnt must be a non-negative int or None")
+    if isinstance(schema, dict):
+        _check_depth(schema)
     conv = _Converter(schema, any_whitespace=any_whitespace, indent=indent, separators=separators,
                       strict_mode=strict_mode, max_whitespace_cnt=max_whitespace_cnt,
                       any_order=any_order, lenient=lenient)
@@ -2673,6 +2803,8 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent: Optional
         return conv.convert()
     except RecursionError:
         raise GrammarError("the schema nests too deeply to convert") from None
-    except (TypeError, AttributeError, KeyError, IndexError) as e:
+    except XG2Error:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError, ZeroDivisionError) as e:
         # a keyword with a value of the wrong shape that no check caught
         raise GrammarError(f"invalid schema: {type(e).__name__}: {e}") from e

@@ -32,6 +32,7 @@ or the RFC syntax (where ``jsonschema`` needs an optional package).
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 from typing import List, Optional, Tuple
@@ -52,8 +53,62 @@ class NumberError(Exception):
 # ----------------------------------------------------------------------------------
 
 
-def int_range(a: int, b: Optional[int]) -> Optional[str]:
-    """Canonical non-negative integers (no leading zeros) in [a, b]; b None: no bound."""
+# Integer bounds longer than this many digits (a double's exact value, up to 309
+# digits) are spelled as a chain of rules, one per digit: nested groups, one per
+# digit, go deeper than the core's grammar parser allows.
+_CHAIN_DIGITS = 40
+
+
+def _bound_chain(bound: str, above: bool, add_rule, name: str) -> str:
+    """Rules for the digit strings of len(bound) that are >= bound (above) or <=
+    bound, one rule per digit position (flat: no group nests another); returns
+    the first rule's name."""
+    L = len(bound)
+    for i, ch in enumerate(bound):
+        d = int(ch)
+        rest = L - i - 1
+        tail = "" if rest == 0 else (" [0-9]" if rest == 1 else " [0-9]{%d}" % rest)
+        if bound[i:] == ("0" if above else "9") * (L - i):  # every suffix qualifies
+            add_rule("%s-%d" % (name, i), "[0-9]" if rest == 0 else "[0-9]{%d}" % (rest + 1))
+            break
+        if bound[i:] == ("9" if above else "0") * (L - i):  # only the bound's own
+            add_rule("%s-%d" % (name, i), '"%s"' % bound[i:])
+            break
+        alts = []
+        lo_d, hi_d = (d + 1, 9) if above else (0, d - 1)
+        if lo_d <= hi_d:
+            alts.append((("[%d]" % lo_d) if lo_d == hi_d else "[%d-%d]" % (lo_d, hi_d)) + tail)
+        alts.append('"%d"' % d + ("" if rest == 0 else " %s-%d" % (name, i + 1)))
+        add_rule("%s-%d" % (name, i), " | ".join(alts))
+    return name + "-0"
+
+
+def _long_digits(lo: int, hi: int, L: int, add_rule, name: str) -> str:
+    """The L-digit integers in [lo, hi] (both L digits long) through _bound_chain."""
+    a, b = str(lo), str(hi)
+    i = 0
+    while i < L and a[i] == b[i]:
+        i += 1
+    if i == L:
+        return '"%s"' % a
+    prefix = '"%s" ' % a[:i] if i else ""
+    rest = L - i - 1
+    tail = "" if rest == 0 else (" [0-9]" if rest == 1 else " [0-9]{%d}" % rest)
+    da, db = int(a[i]), int(b[i])
+    alts = []
+    if rest == 0:
+        alts.append("[%d-%d]" % (da, db))
+    else:
+        alts.append('"%d" %s' % (da, _bound_chain(a[i + 1:], True, add_rule, name + "-ge")))
+        if da + 1 <= db - 1:
+            alts.append(("[%d]" % (da + 1) if da + 1 == db - 1 else "[%d-%d]" % (da + 1, db - 1)) + tail)
+        alts.append('"%d" %s' % (db, _bound_chain(b[i + 1:], False, add_rule, name + "-le")))
+    return prefix + "(" + " | ".join(alts) + ")"
+
+
+def int_range(a: int, b: Optional[int], add_rule=None, prefix: str = "int") -> Optional[str]:
+    """Canonical non-negative integers (no leading zeros) in [a, b]; b None: no bound.
+    ``add_rule``: where bounds of more than _CHAIN_DIGITS digits put their rules."""
     if a < 0:
         a = 0
     if b is not None and b < a:
@@ -79,7 +134,10 @@ def int_range(a: int, b: Optional[int]) -> Optional[str]:
                     alts.append("[1-9] [0-9]{%d,%d}" % (L - 1, L2 - 1))
                     L = L2 + 1
                     continue
-            alts.append(digits_set(((lo_l, hi_l),), L, 10))
+            if L > _CHAIN_DIGITS and add_rule is not None:
+                alts.append(_long_digits(lo_l, hi_l, L, add_rule, "%s-d%d" % (prefix, L)))
+            else:
+                alts.append(digits_set(((lo_l, hi_l),), L, 10))
         L += 1
     if not alts:
         return None
@@ -529,7 +587,7 @@ def _number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
                               307 if integer else None, int_text)
     if nz is not None and sig is not None and sig <= nz:
         return None  # multiples of 10**-sig are multiples of 10**-nz
-    return _range_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, sig, nz)
+    return _range_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, sig, nz, add_rule, prefix)
 
 
 @lru_cache(maxsize=1)
@@ -539,16 +597,16 @@ def _any_integer() -> str:
     return '"-"? ("0" | [1-9] [0-9]* | %s | %s)' % (dec, sci)
 
 
-def _range_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, sig, nz=None) -> Optional[str]:
+def _range_expr(ilo, ihi, flo, flo_excl, fhi, fhi_excl, sig, nz=None, add_rule=None, prefix="num") -> Optional[str]:
     alts = []
     # integer texts (always integral; sig >= 0 always allows them)
     if nz is None and (ilo is None or ihi is None or ilo <= ihi):
-        pos = int_range(max(ilo, 0) if ilo is not None else 0, ihi) if ihi is None or ihi >= 0 else None
+        pos = int_range(max(ilo, 0) if ilo is not None else 0, ihi, add_rule, prefix + "-p") if ihi is None or ihi >= 0 else None
         if pos:
             alts.append(pos)
         if ilo is None or ilo < 0:
             hi_neg = -1 if ihi is None else min(ihi, -1)
-            neg = int_range(-hi_neg, None if ilo is None else -ilo) if (ilo is None or hi_neg >= ilo) else None
+            neg = int_range(-hi_neg, None if ilo is None else -ilo, add_rule, prefix + "-n") if (ilo is None or hi_neg >= ilo) else None
             if neg:
                 alts.append('"-" ' + neg)
             if (ihi is None or ihi >= 0):
@@ -856,8 +914,81 @@ def value_spellings(v: Fraction, int_text: bool = True, float_text: bool = True)
     return alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"
 
 
+@lru_cache(maxsize=1024)
+def _exp_exact(e: int) -> str:
+    return exp_expr(e, e)  # type: ignore[return-value]
+
+
+def _digits(text: str) -> Tuple[bool, str, int]:
+    """(negative, D, E) of a decimal text whose value is int(D) * 10**E, D without
+    leading or trailing zeros ("0" for zero)."""
+    sign, ds, exp = Decimal(text).as_tuple()
+    D = "".join(map(str, ds)).lstrip("0")
+    if not D:
+        return False, "0", 0
+    t = len(D) - len(D.rstrip("0"))
+    return bool(sign), D[:len(D) - t], int(exp) + t
+
+
+def _spell(neg: bool, D: str, E: int, int_text: bool, float_text: bool) -> Optional[str]:
+    """value_spellings of int(D) * 10**E (negated), from its digits: enums of many
+    numbers spell each (Fraction arithmetic made that 0.5 ms a number)."""
+    alts = []
+    sign = '"-" ' if neg else ""
+    zero = D == "0"
+    if int_text and E >= 0:
+        alts.append(sign + '"%s"' % (D + "0" * E))
+        if zero:
+            alts.append('"-0"')
+    if float_text:
+        if zero:
+            alts.append('"-"? "0." "0"+')
+        else:
+            n = len(D)
+            if E >= 0:
+                ip, fd = D + "0" * E, ""
+            elif n + E > 0:
+                ip, fd = D[:n + E], D[n + E:]
+            else:
+                ip, fd = "0", "0" * (-(n + E)) + D
+            alts.append(sign + ('"%s.%s" "0"*' % (ip, fd) if fd else '"%s." "0"+' % ip))
+            md = D[1:]
+            mtxt = '"%s' % D[0] + ('.%s" "0"*' % md if md else '" ("." "0"+)?')
+            alts.append(sign + mtxt + " " + _exp_exact(n - 1 + E))
+    if not alts:
+        return None
+    return alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"
+
+
 def value_spellings_of(x) -> Optional[str]:
     """Texts equal (as jsonschema compares) to the schema number ``x``."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return _spellings_fast(x)
+    return _spellings_slow(x)
+
+
+def _spellings_fast(x) -> Optional[str]:
+    """value_spellings_of for Python numbers, from their decimal digits."""
+    alts = []
+    if isinstance(x, float):
+        if math.isnan(x) or math.isinf(x):
+            return None
+        if x.is_integer():
+            alts.append(_spell(*_digits(str(int(x))), True, False))
+        alts.append(_spell(*_digits(repr(x)), False, True))
+    else:
+        alts.append(_spell(*_digits(str(x)), True, False))
+        try:
+            f = float(x)
+            if f == x:  # (exact: Python compares int and float exactly)
+                alts.append(_spell(*_digits(repr(f)), False, True))
+        except OverflowError:
+            pass
+    out = [a for a in alts if a]
+    return out[0] if len(out) == 1 else "(" + " | ".join(out) + ")"
+
+
+def _spellings_slow(x) -> Optional[str]:
     if isinstance(x, float):
         if math.isnan(x) or math.isinf(x):
             return None

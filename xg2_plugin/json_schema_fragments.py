@@ -133,24 +133,64 @@ class TargetKeys:
         return out
 
     def key(self, ref: str) -> Any:
-        """The memo key of target ``ref``: the options, its digest and the digest
-        of every target it reaches, by pointer; None where it has none."""
-        if ref in self._keys:
-            return self._keys[ref]
-        seen: Dict[str, str] = {}
-        todo: List[str] = [ref]
-        key = None
-        while todo:
-            r = todo.pop()
-            if r in seen:
-                continue
+        """The memo key of target ``ref``: the options, its digest and a digest of
+        every target it reaches (pointer and text), or None where one cannot be
+        keyed.  Targets reach each other in cycles, so the digest is taken per
+        strongly connected component, successors first (Tarjan, iteratively):
+        linear in the references, where a closure per target is quadratic for a
+        chain."""
+        if ref not in self._keys:
+            self._key_components(ref)
+        return self._keys[ref]
+
+    def _key_components(self, start: str) -> None:
+        index: Dict[str, int] = {}
+        low: Dict[str, int] = {}
+        comp_key: Dict[str, Optional[str]] = {}  # member -> its component's digest
+        on_stack: List[str] = []
+        work: List[Tuple[str, int]] = [(start, 0)]
+        while work:
+            r, i = work.pop()
+            if i == 0:
+                if r in self._keys:  # keyed by an earlier call: a finished component
+                    done = self._keys[r]
+                    comp_key[r] = None if done is None else done[2]
+                    continue
+                index[r] = low[r] = len(index)
+                on_stack.append(r)
             t = self._text(r)
-            if t is None:
-                break
-            seen[r] = t[0]
-            todo.extend(t[1])
-        else:
-            closure: FrozenSet[Tuple[str, str]] = frozenset(seen.items())
-            key = (self.options, seen[ref], closure)
-        self._keys[ref] = key
-        return key
+            succ = t[1] if t is not None else ()
+            if i < len(succ):
+                work.append((r, i + 1))
+                nxt = succ[i]
+                if nxt not in index and nxt not in comp_key:
+                    work.append((nxt, 0))
+                elif nxt in index and nxt not in comp_key:
+                    low[r] = min(low[r], index[nxt])
+                continue
+            # all successors done: fold their lowlinks, close a component at its root
+            for nxt in succ:
+                if nxt in low and nxt not in comp_key:
+                    low[r] = min(low[r], low[nxt])
+            if low[r] != index[r]:
+                continue
+            members = []
+            while True:
+                m = on_stack.pop()
+                members.append(m)
+                if m == r:
+                    break
+            texts = [self._text(m) for m in members]
+            digest: Optional[str] = None
+            if all(x is not None for x in texts):
+                inside = set(members)
+                outs = sorted({comp_key.get(n) or "" for x in texts for n in x[1] if n not in inside})  # type: ignore[index]
+                if all(outs):  # (every successor keyed)
+                    h = hashlib.blake2b(digest_size=16)
+                    for m, x in sorted(zip(members, texts)):
+                        h.update(f"{m}\0{x[0]}\0".encode())  # type: ignore[index]
+                    h.update("\1".join(outs).encode())
+                    digest = h.hexdigest()
+            for m, x in zip(members, texts):
+                comp_key[m] = digest
+                self._keys[m] = None if digest is None else (self.options, x[0], digest)  # type: ignore[index]

@@ -95,8 +95,9 @@ import array
 import bisect
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
+from . import _budget
 from ._errors import GrammarError, InvalidArgumentError
 from .grammar import ebnf_string_literal
 
@@ -472,6 +473,8 @@ def _parse_regex(pattern: str, flag_letters: str, pos: Pos, source: str):
         flags |= _FLAG_BITS[letter]
     try:
         parsed = _sre_parse.parse(pattern, flags)
+    except RecursionError:
+        raise _error(pos, f"the regular expression {source} nests too deeply") from None
     except re.error as e:
         where = f" (at position {e.pos} of the pattern)" if e.pos is not None else ""
         raise _error(pos, f"invalid regular expression {source}: {e.msg}{where}") from None
@@ -554,8 +557,10 @@ _COMMON_TAILS: Dict[str, Ranges] = {
 # --------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Tok:
+class _Tok(NamedTuple):
+    """(A tuple of strings and ints: the garbage collector stops tracking it, so a
+    100k-rule grammar's tokens do not make every collection longer.)"""
+
     kind: str  # NL OR COLON LPAR RPAR LBRA RBRA LBRACE RBRACE COMMA DOT DOTDOT TILDE OP BANG
     #            TO STRING REGEXP NAME NUMBER DIRECTIVE EOF
     value: str
@@ -571,6 +576,7 @@ _RULE_NAME = re.compile(r"_?[a-z][_a-z0-9]*")
 _TERM_NAME = re.compile(r"_?[A-Z][_A-Z0-9]*")
 _CONTINUATION = re.compile(r"\\[ \t]*\r?\n")
 _DIGITS = "0123456789"
+_MAX_GROUP_DEPTH = 100  # nested ( ) and [ ] (the core's grammar parser stops at 200)
 
 
 class _Lexer:
@@ -753,7 +759,9 @@ class _Parser:
         self.depth = 0
 
     def peek(self, k: int = 0) -> _Tok:
-        return self.toks[min(self.i + k, len(self.toks) - 1)]
+        j = self.i + k
+        toks = self.toks
+        return toks[j] if j < len(toks) else toks[-1]  # (past the end: EOF)
 
     def take(self) -> _Tok:
         tok = self.peek()
@@ -793,6 +801,7 @@ class _Parser:
         while self.peek().kind in ("OP", "BANG") and self.peek().value in "?!":
             modifiers.append(self.take())
         tok = self.expect("NAME", "a rule or terminal definition")
+        _budget.check(f"lark: parsing {tok.value} (line {tok.pos[0]})")
         kind = _name_kind(tok)
         if modifiers and kind == "term":
             raise _error(modifiers[0].pos, f"the modifiers '?' and '!' apply to rules, not to the terminal {tok.value}")
@@ -926,6 +935,8 @@ class _Parser:
     def atom(self) -> tuple:
         tok = self.take()
         if tok.kind in ("LPAR", "LBRA"):
+            if self.depth >= _MAX_GROUP_DEPTH:
+                raise _error(tok.pos, f"groups nested deeper than {_MAX_GROUP_DEPTH}")
             self.depth += 1
             inner = self.expansions()
             self.depth -= 1
@@ -1115,9 +1126,11 @@ class _Converter:
                 self.use_common(p.imports[name][0])
                 continue
             d = p.defs[name]
+            _budget.check(f"lark: rule {name}")
             whole = d.kind == "term" and name not in self.inner_terminals
             body = self.emit(d.expr, d.kind, whole_token=whole)[0]
             lines.append(f"{name} ::= {body}")
+            _budget.charge(len(name) + len(body) + 5, f"lark: rule {name}")
         if self.ignoring:
             lines += self.ignore_rules()
             root = _ROOT
@@ -1303,6 +1316,9 @@ def lark_to_ebnf(lark_string: str, *, start: str = "start") -> Tuple[str, str]:
         raise InvalidArgumentError(f"lark_string must be a str, got {type(lark_string).__name__}")
     if not isinstance(start, str) or not _RULE_NAME.fullmatch(start):
         raise InvalidArgumentError(f"start must be a Lark rule name, got {start!r}")
-    parser = _Parser(_Lexer(lark_string).tokens())
-    parser.parse()
-    return _Converter(parser, start).convert()
+    try:
+        parser = _Parser(_Lexer(lark_string).tokens())
+        parser.parse()
+        return _Converter(parser, start).convert()
+    except RecursionError:  # (a safety net: nesting is bounded where it is parsed)
+        raise GrammarError("the grammar nests too deeply to convert") from None
