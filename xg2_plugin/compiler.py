@@ -320,7 +320,7 @@ class GrammarCompiler:
         JSON, keys sorted)."""
         import json
 
-        from .json_schema import _load_schema
+        from .json_schema import _check_depth, _load_schema
 
         loaded = _load_schema(schema)
         if isinstance(schema, (str, bytes)):
@@ -328,6 +328,7 @@ class GrammarCompiler:
             # schema's front-end time, for hits on respaced copies only)
             canon = schema
         else:
+            _check_depth(loaded)  # (before json.dumps, which recurses along the nesting)
             try:
                 canon = json.dumps(loaded, sort_keys=True, separators=(",", ":"))
             except (TypeError, ValueError) as e:

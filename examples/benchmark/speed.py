@@ -262,7 +262,7 @@ class Xg2Adapter(XGrammarAPIAdapter):
             "compiled_bytes": compiled.memory_size_bytes if compiled is not None else 0,
             "compiler_cache_bytes": self.compiler.get_cache_size_bytes(),
             "compiler_cache_entries": len(cached),
-            "cached_live_bytes": sum(c.memory_size_bytes for c in cached),
+            "cached_live_bytes": sum(c.memory_size_bytes for c, _size in cached),  # (entry: grammar, size)
             "cache_limit_bytes": self.compiler.cache_limit_bytes,
         }
 

@@ -416,3 +416,14 @@ def test_a_new_compiler_never_loosens_a_shared_limit(deepseek):
     del first, compiled
     gc.collect()
     assert second.get_cache_limits()["token_masks"] > mask_limit
+
+
+def test_compiler_refuses_a_deep_schema_dict_before_keying_its_cache(env):
+    # the cache key is the schema's canonical JSON, and json.dumps recurses along the
+    # nesting: the depth check runs first (a bare RecursionError before)
+    info = env[0]
+    schema = {"type": "integer"}
+    for _ in range(10_000):
+        schema = {"type": "array", "items": schema}
+    with pytest.raises(xgr.GrammarError, match="nests deeper than 128 levels"):
+        xgr.GrammarCompiler(info).compile_json_schema(schema)
