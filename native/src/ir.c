@@ -856,8 +856,12 @@ static int print_expr(const xg2_ir *ir, uint32_t id, xg2_charvec *o, int prec, i
         int need = e->kind == XE_SEQ ? prec >= 2 : prec >= 1;
         if (need && xg2__charvec_printf(o, "(")) return 1;
         for (uint32_t i = 0; i < e->n && !bad; i++) {
+            uint32_t child = ir->pool.a[e->a + i];
+            /* a sequence in a sequence (a choice in a choice) needs no group: the parser
+             * would flatten it, and the print must read back as itself */
+            int cprec = ir->exprs.a[child].kind == e->kind ? (e->kind == XE_SEQ ? 1 : 0) : (e->kind == XE_SEQ ? 2 : 1);
             if (i) bad = xg2__charvec_printf(o, e->kind == XE_SEQ ? " " : " | ");
-            if (!bad) bad = print_expr(ir, ir->pool.a[e->a + i], o, e->kind == XE_SEQ ? 2 : 1, depth + 1);
+            if (!bad) bad = print_expr(ir, child, o, cprec, depth + 1);
         }
         if (!bad && need) bad = xg2__charvec_printf(o, ")");
         return bad;
