@@ -328,7 +328,8 @@ class GrammarCompiler:
             # schema's front-end time, for hits on respaced copies only)
             canon = schema
         else:
-            _check_depth(loaded)  # (before json.dumps, which recurses along the nesting)
+            if isinstance(loaded, dict):
+                _check_depth(loaded)  # (before json.dumps, which recurses along the nesting)
             try:
                 canon = json.dumps(loaded, sort_keys=True, separators=(",", ":"))
             except (TypeError, ValueError) as e:
