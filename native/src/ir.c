@@ -319,6 +319,13 @@ static uint32_t simplify(xg2_ir *ir, uint32_t id, const uint8_t *dead, int depth
         if (e.max == 0 || ck == XE_EMPTY) return 0;
         if (ck == XE_FAIL) return e.min == 0 ? 0 : xg2__ir_fail(ir);
         if (e.min == 1 && e.max == 1) return c;
+        /* A quantifier of a quantifier, each one of ? * +, is one quantifier: (X+)+ is
+         * X+, (X?)+ and (X+)* are X*.  Nested loops left as they are cost the subset
+         * construction time exponential in the nesting ([a-z] with 20 '+': 2.8 s). */
+        const xg2_expr ce = ir->exprs.a[c];
+        if (ck == XE_REPEAT && e.min <= 1 && ce.min <= 1 && (e.max == -1 || e.max == 1) &&
+            (ce.max == -1 || ce.max == 1))
+            return xg2__ir_repeat(ir, ce.a, e.min * ce.min, e.max == -1 || ce.max == -1 ? -1 : 1);
         if (c == e.a) return id;
         return xg2__ir_repeat(ir, c, e.min, e.max);
     }
