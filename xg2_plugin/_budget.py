@@ -99,14 +99,6 @@ def _ns(ms: Optional[float]) -> int:
     return int(ms * 1e6)
 
 
-def remaining_ms() -> Optional[float]:
-    """Milliseconds left in this thread's budget (None: no time limit)."""
-    budget: Optional[_Budget] = getattr(_local, "budget", None)
-    if budget is None or budget.deadline is None:
-        return None
-    return max(0.0, (budget.deadline - time.monotonic()) * 1000.0)
-
-
 def check(where: str) -> None:
     """Raise LimitExceededError once this thread's compile time is spent; now and
     then, let other Python threads run.  Cheap enough to call per rule or state."""

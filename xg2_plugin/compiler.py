@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Union
 
 from . import _budget
-from ._errors import InvalidArgumentError, as_index, check
+from ._errors import GrammarError, InvalidArgumentError, as_index, check
 from ._native import ffi, lib
 from .grammar import Grammar
 from .tokenizer import TokenizerInfo
@@ -328,10 +328,11 @@ class GrammarCompiler:
             # schema's front-end time, for hits on respaced copies only)
             canon = schema
         else:
-            if isinstance(loaded, dict):
-                _check_depth(loaded)  # (before json.dumps, which recurses along the nesting)
             try:
                 canon = json.dumps(loaded, sort_keys=True, separators=(",", ":"))
+            except RecursionError:  # (json.dumps recurses along the nesting: name where it is too deep)
+                _check_depth(loaded)
+                raise GrammarError("the schema nests too deeply to serialise") from None
             except (TypeError, ValueError) as e:
                 raise InvalidArgumentError(f"the schema is not JSON-serialisable: {e}") from None
         if separators is not None and (isinstance(separators, (str, bytes)) or not hasattr(separators, "__iter__")):

@@ -117,12 +117,6 @@ def _view(bitmask: Any, words: int, state: Optional[_State] = None) -> _BitmaskV
     return view
 
 
-def _row_pointer(bitmask: Any, index: Any, words: int) -> Tuple[Any, Any]:
-    """(int32_t* to row `index`, the checked view) after checking dtype, device and shape."""
-    view = _view(bitmask, words)
-    return view.row(index), view
-
-
 class GrammarMatcher:
     """Matches a generation against a compiled grammar and computes next-token masks.
 
