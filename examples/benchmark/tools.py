@@ -1,0 +1,294 @@
+"""Tool calling under a structural tag: compile and per-token cost when every request brings
+its own tools (issue 24's benchmark; the XGrammar-2 paper's §4.1-4.2 setting).
+
+A pool of real functions from BFCL (`bfcl_pool.py`). For each cell -- a wire format, N tools,
+static (every request the same N) or dynamic (each request samples its own N) -- R requests are
+compiled as a `triggered_tags` structural tag: free text, then calls in the format, each call's
+arguments under its function's schema. Each request's output (free text, one call of one of its
+tools with BFCL's ground-truth arguments, free text) is tokenized and walked: before every token
+the mask is filled and the token must be in it, then the token is accepted; at the end the stop
+token must be allowed. Every engine runs in a fresh process per cell (so the first request is a
+cold process), one thread, engines alternating between cells.
+
+    python examples/benchmark/tools.py --engines xg2,xgrammar,llguidance --formats llama,qwen \
+        --tools 5,20,50,128 --requests 20 --out examples/benchmark/results/tools.md
+
+Compile = time to first mask (compile the tag, make a matcher, fill the first mask); per token =
+fill + accept. LLGuidance gets the same tags through its `StructTag.to_grammar` (lazy lexemes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bfcl_pool  # noqa: E402
+import common  # noqa: E402
+
+FORMATS = {
+    # trigger, begin(name), end
+    "llama": ("<function=", lambda n: f"<function={n}>", "</function>"),
+    "qwen": ("<tool_call>", lambda n: f'<tool_call>\n{{"name": "{n}", "arguments": ', "}\n</tool_call>"),
+}
+
+
+def structural_tag(fmt: str, tools: List[Dict[str, Any]]) -> Dict[str, Any]:
+    trigger, begin, end = FORMATS[fmt]
+    tags = [{"type": "tag", "begin": begin(t["name"]),
+             "content": {"type": "json_schema", "json_schema": t["parameters"]}, "end": end} for t in tools]
+    return {"type": "structural_tag",
+            "format": {"type": "triggered_tags", "triggers": [trigger], "tags": tags}}
+
+
+def output_text(fmt: str, tool: Dict[str, Any]) -> str:
+    _, begin, end = FORMATS[fmt]
+    return f"Let me check that for you. {begin(tool['name'])}{json.dumps(tool['arguments'])}{end}"
+
+
+def requests(pool, fmt: str, n: int, mode: str, count: int, seed: int) -> List[Dict[str, Any]]:
+    rng = random.Random(seed)
+    static = rng.sample(pool, n) if n <= len(pool) else None
+    out = []
+    for _ in range(count):
+        tools = static if mode == "static" and static is not None else _sample(rng, pool, n)
+        called = rng.choice(tools)
+        out.append({"tag": structural_tag(fmt, tools), "text": output_text(fmt, called)})
+    return out
+
+
+def _sample(rng, pool, n):
+    if n <= len(pool):
+        return rng.sample(pool, n)
+    # more tools than the pool: copies under new names (same schemas, as a server sees
+    # tools that share parameter types)
+    tools = [dict(t, name=f"{t['name']}_{k}") for k in range(n // len(pool) + 1) for t in pool]
+    return rng.sample(tools, n)
+
+
+# ------------------------------------------------------------------ engines (in the worker)
+
+
+class XGrammarAPI:
+    """xgrammar and xg2_plugin: the same Python API."""
+
+    def __init__(self, module, tok):
+        self.m = module
+        self.info = module.TokenizerInfo.from_huggingface(tok)
+        self.compiler = module.GrammarCompiler(self.info, max_threads=1)
+        self.bitmask = module.allocate_token_bitmask(1, self.info.vocab_size)
+        self.row = self.bitmask.numpy()[0]
+        self.stop = list(self.info.stop_token_ids)
+
+    def compile(self, tag):
+        return self.m.GrammarMatcher(self.compiler.compile_structural_tag(json.dumps(tag)))
+
+    def fill(self, matcher):
+        matcher.fill_next_token_bitmask(self.bitmask)
+
+    def accept(self, matcher, token):
+        return matcher.accept_token(token)
+
+
+class LLGuidance:
+    def __init__(self, tok):
+        import llguidance
+        import llguidance.hf
+        import numpy as np
+
+        self.llg = llguidance
+        self.tokenizer = llguidance.hf.from_tokenizer(tok)
+        self.mask = np.zeros((1, (self.tokenizer.vocab_size + 31) // 32), dtype=np.int32)
+        self.row = self.mask[0]
+        self.ptr, self.nbytes = self.mask.ctypes.data, self.mask.nbytes
+        self.stop = [self.tokenizer.eos_token]
+
+    def compile(self, tag):
+        fmt = tag["format"]
+        tags = [self.llg.StructTag(trigger=fmt["triggers"][0], begin=t["begin"], grammar=t["content"]["json_schema"],
+                                   end=t["end"]) for t in fmt["tags"]]
+        lark = self.llg.StructTag.to_grammar(tags, assume_special=False)
+        grammar = self.llg.grammar_from("lark", lark)
+        m = self.llg.LLMatcher(self.tokenizer, grammar, log_level=0)
+        if m.is_error():
+            raise RuntimeError(m.get_error())
+        return m
+
+    def fill(self, matcher):
+        matcher.unsafe_compute_mask_ptr(self.ptr, self.nbytes)
+
+    def accept(self, matcher, token):
+        return matcher.consume_token(token)
+
+
+def make_engine(name: str, tok):
+    if name == "xg2":
+        import xg2_plugin
+
+        return XGrammarAPI(xg2_plugin, tok)
+    if name == "xgrammar":
+        import xgrammar
+
+        return XGrammarAPI(xgrammar, tok)
+    if name == "llguidance":
+        return LLGuidance(tok)
+    raise ValueError(name)
+
+
+def _allowed(row, token: int) -> bool:
+    return bool((int(row[token >> 5]) >> (token & 31)) & 1)
+
+
+def run_cell(engine: str, tokenizer_path: str, reqs: List[Dict[str, Any]], conn) -> None:
+    """Worker: one engine, one cell, a fresh process."""
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except Exception:
+        pass
+    tok = common.load_hf_tokenizer(tokenizer_path)
+    eng = make_engine(engine, tok)
+    compile_ms, token_us, errors = [], [], []
+    clock = time.perf_counter
+    for i, req in enumerate(reqs):
+        ids = tok.encode(req["text"], add_special_tokens=False)
+        t0 = clock()
+        try:
+            m = eng.compile(req["tag"])
+            eng.fill(m)
+        except Exception as e:  # a refusal: counted, not timed
+            errors.append(f"request {i}: compile: {type(e).__name__}: {str(e)[:200]}")
+            continue
+        compile_ms.append(1e3 * (clock() - t0))
+        ok = True
+        for k, t in enumerate(ids):
+            if k and True:
+                t0 = clock()
+                eng.fill(m)
+                fill_s = clock() - t0
+            else:
+                fill_s = 0.0  # the first mask is part of the compile
+            if not _allowed(eng.row, t):
+                errors.append(f"request {i}: token {k} ({tok.decode([t])!r}) masked out")
+                ok = False
+                break
+            t0 = clock()
+            accepted = eng.accept(m, t)
+            acc_s = clock() - t0
+            if not accepted:
+                errors.append(f"request {i}: token {k} ({tok.decode([t])!r}) rejected")
+                ok = False
+                break
+            if k:
+                token_us.append(1e6 * (fill_s + acc_s))
+        if ok:
+            eng.fill(m)
+            if not any(_allowed(eng.row, s) for s in eng.stop):
+                errors.append(f"request {i}: the stop token is masked out at the end")
+    conn.send({"compile_ms": compile_ms, "token_us": token_us, "errors": errors})
+
+
+def run_isolated(engine, tokenizer_path, reqs, timeout: float) -> Dict[str, Any]:
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=run_cell, args=(engine, tokenizer_path, reqs, child))
+    p.start()
+    child.close()
+    if parent.poll(timeout):
+        try:
+            res = parent.recv()
+        except EOFError:
+            res = None
+    else:
+        res = None
+    p.join(5)
+    if p.is_alive():
+        p.kill()
+        return {"compile_ms": [], "token_us": [], "errors": [f"timed out after {timeout} s"]}
+    if res is None:
+        return {"compile_ms": [], "token_us": [], "errors": [f"worker died (exit {p.exitcode})"]}
+    return res
+
+
+def summarize(res: Dict[str, Any]) -> Dict[str, Optional[float]]:
+    c, t = res["compile_ms"], res["token_us"]
+    pc = common.percentile
+    return {
+        "compiled": len(c),
+        "compile_first": c[0] if c else None,
+        "compile_mean": sum(c) / len(c) if c else None,
+        "compile_p99": pc(c, 99) if c else None,
+        "compile_rest_max": max(c[1:]) if len(c) > 1 else None,
+        "token_mean": sum(t) / len(t) if t else None,
+        "token_p50": pc(t, 50) if t else None,
+        "token_p99": pc(t, 99) if t else None,
+        "token_max": max(t) if t else None,
+        "errors": len(res["errors"]),
+    }
+
+
+def fmt(x: Optional[float], digits: int = 1) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.{digits}f}" if x < 1000 else f"{x:,.0f}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--engines", default="xg2,xgrammar,llguidance")
+    ap.add_argument("--formats", default="llama,qwen")
+    ap.add_argument("--tools", default="5,20,50,128")
+    ap.add_argument("--modes", default="dynamic,static")
+    ap.add_argument("--requests", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tokenizer", default=common.shared_path("tokenizers", "llama3"))
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--out")
+    opts = ap.parse_args(argv)
+    engines = opts.engines.split(",")
+    pool = bfcl_pool.load_pool(100)
+    rows, problems = [], []
+    cell_no = 0
+    for fmt_name in opts.formats.split(","):
+        for mode in opts.modes.split(","):
+            for n in [int(x) for x in opts.tools.split(",")]:
+                reqs = requests(pool, fmt_name, n, mode, opts.requests, opts.seed + n)
+                order = engines[cell_no % len(engines):] + engines[:cell_no % len(engines)]
+                cell_no += 1
+                for eng in order:
+                    res = run_isolated(eng, opts.tokenizer, reqs, opts.timeout)
+                    s = summarize(res)
+                    problems += [f"{eng} {fmt_name} {mode} N={n}: {e}" for e in res["errors"][:5]]
+                    rows.append([fmt_name, mode, n, eng, f"{s['compiled']}/{len(reqs)}", fmt(s["compile_first"]),
+                                 fmt(s["compile_mean"]), fmt(s["compile_p99"]), fmt(s["compile_rest_max"]),
+                                 fmt(s["token_mean"]), fmt(s["token_p50"]), fmt(s["token_p99"]), fmt(s["token_max"]),
+                                 s["errors"]])
+                    print(" | ".join(str(x) for x in rows[-1]), flush=True)
+    header = ["format", "tools", "N", "engine", "compiled", "compile first (ms)", "mean", "p99",
+              "max after first", "token mean (µs)", "p50", "p99", "max", "errors"]
+    env = common.environment_summary()
+    report = [f"## Tool calling under structural tags\n",
+              f"Run: `tools.py {' '.join(argv if argv is not None else sys.argv[1:])}`  ",
+              "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()) + "\n",
+              f"A pool of {len(pool)} BFCL functions; {opts.requests} requests a cell; every token of each walked "
+              "output checked against the mask.\n",
+              common.markdown_table(header, rows), ""]
+    if problems:
+        report += ["### Errors (first 5 per cell)\n"] + [f"- {p}" for p in problems]
+    text = "\n".join(report) + "\n"
+    if opts.out:
+        with open(opts.out, "w") as f:
+            f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
