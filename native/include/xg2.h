@@ -208,6 +208,9 @@ int xg2_matcher_jump_forward(xg2_matcher *matcher, char *buf, size_t cap, size_t
  * forks their source's limit.  units <= 0: no limit. */
 int xg2_matcher_set_work_limit(xg2_matcher *matcher, int64_t units);
 int64_t xg2_matcher_work_limit(const xg2_matcher *matcher);
+/* Work units the last fill_mask of this matcher spent (with a cold mask cache
+ * they include computing its entries): a deterministic cost measure.  -1 for NULL. */
+int64_t xg2_matcher_last_fill_work(const xg2_matcher *matcher);
 
 /* Undo the last n accepted steps (tokens, strings, or the stop token). */
 int xg2_matcher_rollback(xg2_matcher *matcher, int32_t n);

@@ -8,6 +8,7 @@
  *   quantified -> element ( '*' | '+' | '?' | '{' INT ( ',' INT? )? '}' )*
  *   element    -> STRING | CLASS | NAME | MACRO '(' args ')' | '(' choices? ')'
  *               | 'Length' '(' quantified ',' quantified ',' INT ( ',' INT )? ')'
+ *               | 'TagDispatch' '(' ( '(' STRING ',' NAME ','? ')' | NAME '=' value ) ,* ')'
  *
  * Comments run from '#' to the end of the line.  Strings and classes take the
  * escapes \n \t \r \\ \" \' \xHH \uHHHH \UHHHHHHHH (code points, stored as UTF-8);
@@ -15,7 +16,7 @@
  */
 #include <stdio.h>
 
-#include "ir.h"
+#include "fsm.h"
 
 typedef struct {
     const char *s;
@@ -366,7 +367,7 @@ out:
     return id;
 }
 
-static const char *const macros[] = {"TagDispatch", "Token", "ExcludeToken", "TokenTagDispatch", "Regex"};
+static const char *const macros[] = {"Token", "ExcludeToken", "TokenTagDispatch", "Regex"};
 
 static uint32_t parse_quantified(parser *p);
 
@@ -441,6 +442,139 @@ static uint32_t parse_string_except(parser *p) {
         id = xg2__ir_except(p->ir, args, words.a, k);
     }
     vec_free(&words);
+    vec_free(&w);
+    return p->rc ? 0 : id;
+}
+
+/* Append a string literal to ir->bytes: (offset, length) into out; 0 or p->rc. */
+static int take_string(parser *p, xg2_charvec *w, xg2_u32vec *out, const char *what) {
+    char b[32];
+    w->n = 0;
+    if (peekc(p, 0) != '"') return perr(p, "expected %s (a string literal), found %s", what, describe(p, b, sizeof b));
+    uint32_t line = p->line, col = p->col;
+    if (read_string(p, w)) return p->rc;
+    if (!w->n) { p->line = line; p->col = col; return perr(p, "%s must not be empty", what); }
+    xg2_ir *ir = p->ir;
+    if (vec_reserve(&ir->bytes, (uint64_t)ir->bytes.n + w->n) || vec_push(out, ir->bytes.n) || vec_push(out, w->n))
+        return p->rc = XG2_NOMEM();
+    memcpy(ir->bytes.a + ir->bytes.n, w->a, w->n);
+    ir->bytes.n += w->n;
+    return 0;
+}
+
+/* TagDispatch's named arguments: loop_after_dispatch=true|false, excludes=("x", ...). */
+static int tag_dispatch_option(parser *p, int *loop, xg2_u32vec *excl, int *seen, xg2_charvec *w) {
+    char b[32];
+    size_t k = name_len_at(p, p->i);
+    int which = k == 19 && !memcmp(p->s + p->i, "loop_after_dispatch", 19) ? 1 : k == 8 && !memcmp(p->s + p->i, "excludes", 8) ? 2 : 0;
+    if (!which)
+        return perr(p, "TagDispatch(...) takes (\"trigger\", rule) pairs, loop_after_dispatch= and excludes=; found '%.*s'",
+                    (int)(k > 40 ? 40 : k), p->s + p->i);
+    if (*seen & which) return perr(p, "%s is given twice in TagDispatch(...)", which == 1 ? "loop_after_dispatch" : "excludes");
+    *seen |= which;
+    adv(p, k);
+    skip_ws(p);
+    if (peekc(p, 0) != '=') return perr(p, "expected '=' after the argument name, found %s", describe(p, b, sizeof b));
+    adv(p, 1);
+    skip_ws(p);
+    if (which == 1) {
+        size_t v = name_len_at(p, p->i);
+        if (v == 4 && !memcmp(p->s + p->i, "true", 4)) *loop = 1;
+        else if (v == 5 && !memcmp(p->s + p->i, "false", 5)) *loop = 0;
+        else return perr(p, "loop_after_dispatch must be true or false");
+        adv(p, v);
+        return 0;
+    }
+    if (peekc(p, 0) != '(') return perr(p, "excludes must be a tuple of strings (\"x\", ...), found %s", describe(p, b, sizeof b));
+    adv(p, 1);
+    for (;;) { /* (a trailing comma is allowed, as in XGrammar) */
+        skip_ws(p);
+        if (peekc(p, 0) == ')') break;
+        if (take_string(p, w, excl, "an excluded string")) return p->rc;
+        skip_ws(p);
+        if (peekc(p, 0) == ',') { adv(p, 1); continue; }
+        if (peekc(p, 0) != ')') return perr(p, "expected ',' or ')' in excludes=(...), found %s", describe(p, b, sizeof b));
+    }
+    adv(p, 1);
+    return 0;
+}
+
+/* ("trigger", rule) */
+static int tag_dispatch_pair(parser *p, xg2_u32vec *trig, xg2_charvec *w) {
+    char b[32];
+    adv(p, 1); /* '(' */
+    skip_ws(p);
+    if (take_string(p, w, trig, "a trigger")) return p->rc;
+    skip_ws(p);
+    if (peekc(p, 0) != ',') return perr(p, "each TagDispatch element is a pair (\"trigger\", rule); found %s", describe(p, b, sizeof b));
+    adv(p, 1);
+    skip_ws(p);
+    size_t k = name_len_at(p, p->i);
+    if (!k) return perr(p, "expected a rule name after the trigger, found %s", describe(p, b, sizeof b));
+    uint32_t rule = xg2__ir_rule_id(p->ir, p->s + p->i, k, p->line, p->col);
+    if (p->ir->err) return p->rc = p->ir->err == XG2_ERR_LIMIT ? xg2__fail(XG2_ERR_LIMIT, "more than %d rules", XG2_MAX_RULES) : XG2_NOMEM();
+    if (vec_push(trig, rule)) return p->rc = XG2_NOMEM();
+    adv(p, k);
+    skip_ws(p);
+    if (peekc(p, 0) == ',') { adv(p, 1); skip_ws(p); }
+    if (peekc(p, 0) != ')') return perr(p, "each TagDispatch element is a pair (\"trigger\", rule); found %s", describe(p, b, sizeof b));
+    adv(p, 1);
+    return 0;
+}
+
+/* TagDispatch(("trigger", rule), ..., loop_after_dispatch=true, excludes=("x", ...))
+ * (XGrammar 0.2.8's syntax; see ir.h and tag_dispatch.c), lifted into a rule
+ * of its own.  (line, col): where its name is, for errors found after parsing. */
+static uint32_t parse_tag_dispatch(parser *p, uint32_t line, uint32_t col) {
+    char b[32];
+    xg2_u32vec trig = {0}, excl = {0};
+    xg2_charvec w = {0};
+    int loop = 1, seen = 0;
+    uint32_t id = 0;
+    adv(p, 1); /* '(' */
+    skip_ws(p);
+    while (!p->rc && peekc(p, 0) != ')') {
+        if (peekc(p, 0) == '(') tag_dispatch_pair(p, &trig, &w);
+        else if (name_len_at(p, p->i)) tag_dispatch_option(p, &loop, &excl, &seen, &w);
+        else perr(p, "expected a (\"trigger\", rule) pair or a named argument in TagDispatch(...), found %s", describe(p, b, sizeof b));
+        if (p->rc) break;
+        if ((trig.n / 3 + excl.n / 2 > XG2_MAX_DISPATCH_STRINGS)) {
+            p->rc = xg2__fail(XG2_ERR_LIMIT, "EBNF error at line %u, column %u: TagDispatch(...) has more than %d triggers and excluded strings",
+                              p->line, p->col, XG2_MAX_DISPATCH_STRINGS);
+            break;
+        }
+        skip_ws(p);
+        if (peekc(p, 0) == ',') {
+            adv(p, 1);
+            skip_ws(p);
+            if (peekc(p, 0) == ')') perr(p, "expected an argument after ',' in TagDispatch(...)");
+        } else if (peekc(p, 0) != ')') {
+            perr(p, "expected ',' or ')' in TagDispatch(...), found %s", describe(p, b, sizeof b));
+        }
+    }
+    if (p->rc) goto out;
+    adv(p, 1);
+    xg2_ir *ir = p->ir;
+    uint32_t expr = xg2__ir_dispatch(ir, trig.a, trig.n / 3, excl.a, excl.n / 2, loop);
+    if (ir->err) { p->rc = XG2_NOMEM(); goto out; }
+    int rc = xg2__dispatch_check(ir, expr);
+    if (rc) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", xg2_last_error());
+        p->rc = xg2__fail(rc, "EBNF error at line %u, column %u: %s", line, col, msg);
+        goto out;
+    }
+    char base[240];
+    snprintf(base, sizeof base, "%.200s_dispatch", p->cur_rule < ir->rules.n ? xg2__ir_name(ir, p->cur_rule) : "rule");
+    uint32_t rule = xg2__ir_new_rule(ir, base, expr);
+    if (ir->err) {
+        p->rc = ir->err == XG2_ERR_LIMIT ? xg2__fail(XG2_ERR_LIMIT, "more than %d rules", XG2_MAX_RULES) : XG2_NOMEM();
+        goto out;
+    }
+    id = xg2__ir_ref(ir, rule);
+out:
+    vec_free(&trig);
+    vec_free(&excl);
     vec_free(&w);
     return p->rc ? 0 : id;
 }
@@ -520,6 +654,7 @@ static uint32_t parse_element(parser *p) {
             if (!strcmp(name, "Regex")) return parse_regex(p);
             if (!strcmp(name, "StringExcept")) return parse_string_except(p);
             if (!strcmp(name, "Length")) return parse_length(p);
+            if (!strcmp(name, "TagDispatch")) return parse_tag_dispatch(p, line, col);
             for (size_t m = 0; m < sizeof macros / sizeof *macros; m++)
                 if (!strcmp(name, macros[m])) return parse_macro(p, name);
         }
@@ -620,10 +755,10 @@ static int parse_rule(parser *p) {
     uint32_t first_new = p->ir->rules.n;
     uint32_t body = parse_choices(p);
     if (p->rc) return p->rc;
-    /* A body that is one Length(...) is that rule's own (no rule lifted for
-     * it: a printed grammar parses back to the same rules). */
+    /* A body that is one Length(...) or TagDispatch(...) is that rule's own (no
+     * rule lifted for it: a printed grammar parses back to the same rules). */
     const xg2_expr *be = &p->ir->exprs.a[body];
-    if (be->kind == XE_REF && be->a >= first_new && p->ir->exprs.a[p->ir->rules.a[be->a].body].kind == XE_LENGTH)
+    if (be->kind == XE_REF && be->a >= first_new && xg2__own_automaton(p->ir, be->a))
         body = p->ir->rules.a[be->a].body;
     int32_t la = -1;
     skip_ws(p);

@@ -469,6 +469,11 @@ static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint3
     case XE_EXCEPT:
         build_except(b, &ir->exprs.a[id], from, to, self_rule, self_start, depth);
         return;
+    case XE_DISPATCH: /* (likewise) */
+        b->rc = xg2__fail(XG2_ERR_GRAMMAR, "TagDispatch(...) %s", b->bytes_only
+                              ? "cannot be used inside a lookahead assertion or a Length body"
+                              : "must be a rule of its own and cannot be expanded in place");
+        return;
     case XE_LENGTH: /* (the parser gives each its own rule, never expanded) */
         b->rc = xg2__fail(XG2_ERR_GRAMMAR, "Length(...) must be a rule of its own and cannot be expanded in place%s",
                           b->bytes_only ? " (as inside a lookahead assertion or a Length body)" : "");
@@ -1784,8 +1789,19 @@ out:
     return rc;
 }
 
+int xg2__dfa_finish(const xg2_dfa *d, const char *name, xg2_dfa *out) {
+    uint32_t nblk = 0, *block = xg2__malloc(sizeof(uint32_t) * (d->n ? d->n : 1));
+    if (!block) return XG2_NOMEM();
+    int rc = minimize(d, name, block, &nblk);
+    if (!rc) rc = rebuild(d, block, nblk, out);
+    xg2__free(block);
+    return rc;
+}
+
 int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, xg2_regions *regions,
                    uint32_t self_rule, int bytes_only, xg2_dfa *out) {
+    if (ir->exprs.a[expr].kind == XE_DISPATCH && !bytes_only)
+        return xg2__dispatch_build(ir, expr, self_rule == UINT32_MAX ? NULL : xg2__ir_name(ir, self_rule), out);
     if (ir->exprs.a[expr].kind == XE_LENGTH) {
         if (bytes_only) return xg2__fail(XG2_ERR_GRAMMAR, "Length(...) cannot be used inside a lookahead assertion");
         return build_length(ir, expr, inline_rule, regions, self_rule, out);

@@ -49,6 +49,14 @@ static int collect_refs(const xg2_ir *ir, uint32_t id, uint32_t self, int tail, 
             if (rc) return rc;
         }
         return 0;
+    case XE_DISPATCH: /* (rule edges of its own automaton, taken again and again) */
+        for (uint32_t i = 0; i < e->n; i++) {
+            uint32_t r = ir->pool.a[e->a + 3 * i + 2];
+            if (r & XG2_DEAD_TRIGGER) continue;
+            if (r == self) { *self_loop = 1; continue; }
+            if (vec_push(&gr->adj, r) || vec_push(&gr->tail, 0) || vec_push(&gr->loop, 1)) return XG2_NOMEM();
+        }
+        return 0;
     case XE_SEQ:
     case XE_CHOICE:
         for (uint32_t i = 0; i < e->n; i++) {
@@ -138,6 +146,10 @@ static uint64_t est_size(const xg2_ir *ir, uint32_t id, const uint8_t *inl, cons
             if (ir->pool.a[e->a + 2 * i + 1] >= 0x80 || (e->flags & XF_NEGATED)) return 12;
         return 1;
     case XE_REF: return inl && inl[e->a] ? rsize[e->a] : 1;
+    case XE_DISPATCH: /* a state per trie node */
+        for (uint32_t i = 0; i < e->n; i++) s += ir->pool.a[e->a + 3 * i + 1];
+        for (uint32_t i = 0; i < (uint32_t)e->min; i++) s += ir->pool.a[e->a + 3 * e->n + 2 * i + 1];
+        return s > UINT32_MAX ? UINT32_MAX : s;
     case XE_EXCEPT: /* a state per trie node, and each way out once */
         for (uint32_t i = 0; i < e->n; i++) s += ir->pool.a[e->a + 4 + 2 * i];
         for (uint32_t i = 0; i < 3; i++) s += est_size(ir, ir->pool.a[e->a + i], inl, rsize, flat, depth + 1);
@@ -192,7 +204,7 @@ static int find_regions(const xg2_ir *ir, const rule_graph *gr, const uint32_t *
     memset(plain, 1, m);
     for (uint32_t r = 0; r < n; r++) {
         const xg2_rule_ir *ru = &ir->rules.a[r];
-        if (ru->kind != RK_FSM || ru->lookahead >= 0 || gr->self_loop[r] || ir->exprs.a[ru->body].kind == XE_LENGTH)
+        if (ru->kind != RK_FSM || ru->lookahead >= 0 || gr->self_loop[r] || xg2__own_automaton(ir, r))
             plain[comp[r]] = 0;
         own[comp[r]] += est_size(ir, ru->body, NULL, NULL, NULL, 0);
         for (uint32_t j = gr->off.a[r]; j < gr->off.a[r + 1]; j++) {
@@ -327,9 +339,10 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint8_t *flat, uint32
          * would leave the plain DFA walk of the mask. */
         int many_copies = !recursive && region_refs[r] != UINT32_MAX &&
                           rsize[r] * region_refs[r] > XG2_REGION_COPIES_MAX_NFA;
-        /* A Length rule counts in its own items: never expanded into a caller. */
+        /* A Length rule counts in its own items, a TagDispatch is an automaton
+         * built whole: never expanded into a caller. */
         inl[r] = ru->kind == RK_FSM && ru->lookahead < 0 && r != ir->root && (!recursive || dispatcher) &&
-                 ir->exprs.a[ru->body].kind != XE_LENGTH &&
+                 !xg2__own_automaton(ir, r) &&
                  !cycle_taken && !many_copies && rsize[r] <= XG2_INLINE_MAX_NFA;
         if (inl[r] && recursive) comp_inlined[comp[r]] = 1;
     }

@@ -46,6 +46,9 @@
 #define XG2_MAX_TOKEN_LEN 65535         /* bytes in one decoded token */
 #define XG2_MAX_EXCEPT_WORDS (1 << 16)  /* words of one StringExcept(...) */
 #define XG2_MAX_EXCEPT_BYTES (1 << 20)  /* ... and their bytes */
+#define XG2_MAX_DISPATCH_STRINGS (1 << 16) /* triggers and excluded strings of one TagDispatch(...) */
+#define XG2_MAX_DISPATCH_BYTES (1 << 18)   /* ... and their bytes (a trie node each) */
+#define XG2_MAX_DISPATCH_EDGES (1 << 22)   /* sparse Aho-Corasick row entries of one TagDispatch */
 
 /* ---- debug-only checks (never abort in release builds) ---- */
 #ifdef XG2_DEBUG

@@ -103,6 +103,14 @@ uint32_t xg2__ir_except(xg2_ir *ir, const uint32_t args[3], const uint32_t *word
     return add_expr(ir, e);
 }
 
+uint32_t xg2__ir_dispatch(xg2_ir *ir, const uint32_t *trig, uint32_t n_trig, const uint32_t *excl,
+                          uint32_t n_excl, int loop) {
+    uint32_t at = pool_add(ir, trig, 3 * n_trig);
+    pool_add(ir, excl, 2 * n_excl);
+    xg2_expr e = {XE_DISPATCH, (uint8_t)(loop ? XF_LOOP : 0), at, n_trig, (int32_t)n_excl, 0};
+    return add_expr(ir, e);
+}
+
 uint32_t xg2__ir_length(xg2_ir *ir, uint32_t body, uint32_t unit, int32_t min, int32_t max) {
     uint32_t kids[2] = {body, unit};
     uint32_t at = pool_add(ir, kids, 2);
@@ -377,6 +385,12 @@ static uint32_t simplify(xg2_ir *ir, uint32_t id, const uint8_t *dead, int depth
         xg2_expr x = {XE_EXCEPT, 0, at, e.n, 0, 0};
         return add_expr(ir, x);
     }
+    case XE_DISPATCH: /* a trigger whose rule matches nothing is never dispatched */
+        for (uint32_t i = 0; dead && i < e.n; i++) {
+            uint32_t *r = &ir->pool.a[e.a + 3 * i + 2];
+            if (dead[*r & ~XG2_DEAD_TRIGGER]) *r |= XG2_DEAD_TRIGGER;
+        }
+        return id;
     case XE_LENGTH: {
         uint32_t body = simplify(ir, ir->pool.a[e.a], dead, depth + 1);
         uint32_t unit = simplify(ir, ir->pool.a[e.a + 1], dead, depth + 1);
@@ -408,6 +422,7 @@ static int expr_holds(const xg2_ir *ir, uint32_t id, const uint8_t *rule_ok, int
         return !xg2__except_has_empty_word(ir, e) ||
                (!nullable && expr_holds(ir, ir->pool.a[e->a], rule_ok, 0));
     case XE_REPEAT: return e->min == 0 || expr_holds(ir, e->a, rule_ok, nullable);
+    case XE_DISPATCH: return 1; /* empty free text */
     case XE_LENGTH: /* (whether the count can be met is found when its automaton is built) */
         return (!nullable || e->min == 0) && expr_holds(ir, ir->pool.a[e->a], rule_ok, nullable);
     case XE_SEQ:
@@ -454,6 +469,15 @@ static int mark_refs(const xg2_ir *ir, uint32_t id, uint8_t *seen, xg2_u32vec *s
         }
         return 0;
     case XE_REPEAT: return mark_refs(ir, e->a, seen, stack);
+    case XE_DISPATCH: /* (dead triggers' rules too: the print names them) */
+        for (uint32_t i = 0; i < e->n; i++) {
+            uint32_t r = ir->pool.a[e->a + 3 * i + 2] & ~XG2_DEAD_TRIGGER;
+            if (!seen[r]) {
+                seen[r] = 1;
+                if (vec_push(stack, r)) return 1;
+            }
+        }
+        return 0;
     case XE_SEQ:
     case XE_CHOICE:
     case XE_LENGTH:
@@ -473,6 +497,12 @@ static void renumber_refs(xg2_ir *ir, uint32_t id, const uint32_t *map, uint8_t 
     switch (e->kind) {
     case XE_REF: e->a = map[e->a]; return;
     case XE_REPEAT: renumber_refs(ir, e->a, map, done); return;
+    case XE_DISPATCH:
+        for (uint32_t i = 0; i < e->n; i++) {
+            uint32_t *r = &ir->pool.a[e->a + 3 * i + 2];
+            *r = map[*r & ~XG2_DEAD_TRIGGER] | (*r & XG2_DEAD_TRIGGER);
+        }
+        return;
     case XE_SEQ:
     case XE_CHOICE:
     case XE_LENGTH:
@@ -842,6 +872,19 @@ static int print_expr(const xg2_ir *ir, uint32_t id, xg2_charvec *o, int prec, i
             bad = xg2__charvec_printf(o, ", ") || print_bytes(o, ir->bytes.a + w[0], w[1]);
         }
         return bad || xg2__charvec_printf(o, ")");
+    case XE_DISPATCH: /* XGrammar's layout */
+        bad = xg2__charvec_printf(o, "TagDispatch(\n");
+        for (uint32_t i = 0; i < e->n && !bad; i++) {
+            const uint32_t *t = ir->pool.a + e->a + 3 * i;
+            bad = xg2__charvec_printf(o, "  (") || print_bytes(o, ir->bytes.a + t[0], t[1]) ||
+                  xg2__charvec_printf(o, ", %s),\n", xg2__ir_name(ir, t[2] & ~XG2_DEAD_TRIGGER));
+        }
+        if (!bad) bad = xg2__charvec_printf(o, "  loop_after_dispatch=%s,\n  excludes=(", (e->flags & XF_LOOP) ? "true" : "false");
+        for (uint32_t i = 0; i < (uint32_t)e->min && !bad; i++) {
+            const uint32_t *x = ir->pool.a + e->a + 3 * e->n + 2 * i;
+            bad = (i && xg2__charvec_printf(o, ", ")) || print_bytes(o, ir->bytes.a + x[0], x[1]);
+        }
+        return bad || xg2__charvec_printf(o, ")\n)");
     case XE_LENGTH:
         /* the parser reads each argument as one quantified item: a choice needs its group */
         bad = xg2__charvec_printf(o, "Length(") || print_expr(ir, ir->pool.a[e->a], o, 2, depth + 1) ||

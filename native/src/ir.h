@@ -20,6 +20,10 @@
  *               length), sorted and distinct
  *   XE_LENGTH   pool[a .. a+2): body, unit   min..max    (Length: see below; n = 2;
  *                                                         max < 0: unbounded)
+ *   XE_DISPATCH pool[a .. a+3n): triggers    min = m     (TagDispatch: see below;
+ *               (bytes offset, length, rule);             flags&XF_LOOP: loop after
+ *               then pool[a+3n .. a+3n+2m):               a dispatch)
+ *               excludes (bytes offset, length)
  *
  * StringExcept(any, one, escape, "w1", ...) is every string of JSON string
  * contents but the words (printable ASCII other than quote and backslash),
@@ -35,6 +39,14 @@
  * say): a string pattern under minLength/maxLength.  The parser lifts each into
  * a rule of its own, whose automaton counts units in the parser item instead of
  * spelling the count out as states (fsm.c).
+ *
+ * TagDispatch(("trigger", rule), ..., loop_after_dispatch=true, excludes=("x", ...))
+ * (XGrammar-2 §3.2, XGrammar 0.2.8's syntax) is free text in which each
+ * occurrence of a trigger is followed by that trigger's rule -- then free text
+ * again (loop) or the end -- and in which no excluded string occurs.  Always a
+ * rule's whole body (the parser lifts it into a rule of its own), built straight
+ * into an Aho-Corasick automaton (tag_dispatch.c).  A trigger whose rule matches
+ * nothing has XG2_DEAD_TRIGGER set on its rule id: it is never dispatched.
  *
  * Repetitions too large to unroll are compressed (XGrammar-2 §3.6) one of two ways:
  *   - a counted loop: an XE_REPEAT with XF_COUNTED whose child is a self-delimiting
@@ -63,11 +75,14 @@ enum {
     XE_MACRO,
     XE_EXCEPT,
     XE_LENGTH,
+    XE_DISPATCH,
 };
 
 #define XF_NEGATED 1
 #define XF_EXCLUDE 2
 #define XF_COUNTED 4 /* XE_REPEAT run as a counted loop inside its rule's automaton */
+#define XF_LOOP 8    /* XE_DISPATCH: back to free text after a dispatched rule */
+#define XG2_DEAD_TRIGGER 0x80000000u /* XE_DISPATCH: a trigger's rule that matches nothing */
 
 #define XG2_REST_ANY 0xFFFFFFFFu /* a Length automaton state's most units left: no limit */
 
@@ -119,9 +134,20 @@ XG2_HIDDEN uint32_t xg2__ir_macro(xg2_ir *ir, const char *name, uint32_t n_args)
 /* StringExcept: words are (offset, length) pairs into ir->bytes, sorted and
  * distinct (the parser's job). */
 XG2_HIDDEN uint32_t xg2__ir_length(xg2_ir *ir, uint32_t body, uint32_t unit, int32_t min, int32_t max);
+/* TagDispatch: trig[3i .. 3i+3) = (bytes offset, length, rule) per trigger and
+ * excl[2j .. 2j+2) = (bytes offset, length) per excluded string, into ir->bytes. */
+XG2_HIDDEN uint32_t xg2__ir_dispatch(xg2_ir *ir, const uint32_t *trig, uint32_t n_trig, const uint32_t *excl,
+                                     uint32_t n_excl, int loop);
 XG2_HIDDEN uint32_t xg2__ir_except(xg2_ir *ir, const uint32_t args[3], const uint32_t *words, uint32_t n_words);
 static inline int xg2__except_has_empty_word(const xg2_ir *ir, const xg2_expr *e) {
     return e->n && ir->pool.a[e->a + 4] == 0; /* sorted: the empty word first */
+}
+
+/* A rule whose body is built as an automaton of its own (Length, TagDispatch):
+ * never expanded in place. */
+static inline int xg2__own_automaton(const xg2_ir *ir, uint32_t rule) {
+    int k = ir->exprs.a[ir->rules.a[rule].body].kind;
+    return k == XE_LENGTH || k == XE_DISPATCH;
 }
 
 /* Rules by name: returns the id, adding an undefined rule on first mention. */

@@ -36,6 +36,7 @@ struct xg2_matcher {
     int busy; /* set while a call runs: one matcher, one thread */
     xg2_mask_memo memo; /* cache entries of the last fill */
     int64_t work_limit; /* work units per fill / accept (xg2_matcher_set_work_limit); <= 0: none */
+    int64_t last_fill_work; /* units the last fill spent (xg2_matcher_last_fill_work) */
 };
 
 /* Give the parser this call's work budget. */
@@ -282,8 +283,10 @@ XG2_HIDDEN int xg2__matcher_fill(xg2_matcher *m, uint32_t *row, int *need_apply)
         set_stop_bits(m, row);
     } else {
         start_work(m);
-        int rc = work_status(m, xg2__mask_fill(&m->parser, v, row, &m->memo), "fill");
-        if (rc) return rc;
+        int64_t budget = m->parser.work_left;
+        int rc = xg2__mask_fill(&m->parser, v, row, &m->memo);
+        m->last_fill_work = budget - m->parser.work_left;
+        if ((rc = work_status(m, rc, "fill"))) return rc;
         if (xg2__parser_can_end(&m->parser)) set_stop_bits(m, row);
     }
     /* need_apply is 0 only if every id < vocab_size is allowed. */
@@ -308,6 +311,8 @@ int xg2_matcher_fill_mask(xg2_matcher *m, int32_t *row, int64_t n_words, int *ne
     leave(m);
     return rc;
 }
+
+int64_t xg2_matcher_last_fill_work(const xg2_matcher *m) { return m ? m->last_fill_work : -1; }
 
 int xg2_matcher_jump_forward(xg2_matcher *m, char *buf, size_t cap, size_t *len) {
     int rc = enter(m);
