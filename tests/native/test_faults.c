@@ -238,6 +238,9 @@ TEST(grammar_from_ebnf) {
     sweep_grammar("root ::= \"<\" p0 \">\" (\",\" \"<\" p0 \">\")*\np0 ::= \"h\" p1 | [0-9] s0\n"
                   "p1 ::= \"t\" s0 | \"\"\ns0 ::= [a-z] s1 | \"\"\ns1 ::= [0-9] s2 | \"-\" s0\n"
                   "s2 ::= [a-z\\u00e9] s1 | \"\"", NULL);
+    /* TagDispatch: its parse-time check and its Aho-Corasick automaton. */
+    sweep_grammar("root ::= TagDispatch((\"<a\", t), (\"<ab\", u), (\"b>\", t), excludes=(\"zz\", \"<q\"))\n"
+                  "t ::= \"x\" | \"\"\nu ::= \"{\" root \"}\"", NULL);
 }
 
 TEST(grammar_print) {
