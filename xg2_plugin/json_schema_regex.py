@@ -27,7 +27,6 @@ Pieces:
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from functools import lru_cache
 from itertools import groupby
 from operator import itemgetter
@@ -216,20 +215,6 @@ def _full_digits(width: int, base: int) -> str:
     return "%s{%d}" % (unit, width)
 
 
-def _shift(ranges: Tuple[Tuple[int, int], ...], lo: int, hi: int) -> Tuple[Tuple[int, int], ...]:
-    """The ranges' parts within [lo, hi], moved down by lo (ranges sorted and
-    disjoint: found by bisection, a Unicode class has hundreds)."""
-    out = []
-    for i in range(max(bisect_left(ranges, (lo,)) - 1, 0), len(ranges)):
-        a, b = ranges[i]
-        if a > hi:
-            break
-        a2, b2 = max(a, lo), min(b, hi)
-        if a2 <= b2:
-            out.append((a2 - lo, b2 - lo))
-    return tuple(out)
-
-
 _LEAD_LIT = re.compile(r'^"([0-9A-Za-z]+)"(?=$| )')
 _TAIL_LIT = re.compile(r'(?:^| )"((?:\\\\u)?[0-9A-Za-z]*)"$')
 
@@ -255,12 +240,23 @@ def digits_set(ranges: Tuple[Tuple[int, int], ...], width: int, base: int) -> st
     span = base ** (width - 1)
     if ranges == ((0, base**width - 1),):
         return _full_digits(width, base)
+    # The ranges below each leading digit, in one walk over the ranges (a range
+    # spanning several digits covers the ones between whole).
+    subs: Dict[int, List[Tuple[int, int]]] = {}
+    full = (0, span - 1)
+    for a, b in ranges:
+        da, db = a // span, b // span
+        if da == db:
+            subs.setdefault(da, []).append((a - da * span, b - da * span))
+            continue
+        subs.setdefault(da, []).append((a - da * span, span - 1))
+        for d in range(da + 1, db):
+            subs[d] = [full]
+        subs[db] = [(0, b - db * span)]
     groups: Dict[Tuple, List[int]] = {}
     order = []
-    for d in range(base):
-        sub = _shift(ranges, d * span, (d + 1) * span - 1)
-        if not sub:
-            continue
+    for d in sorted(subs):
+        sub = tuple(subs[d])
         if sub not in groups:
             groups[sub] = []
             order.append(sub)
