@@ -822,7 +822,7 @@ class DFA:
     def from_ir(node) -> "DFA":
         nfa = _NFA()
         start = nfa.new()
-        end = nfa.new()
+        end = nfa.end = nfa.new()
         nfa.build(node, start, end)
         return nfa.determinize(start, end)
 
@@ -929,35 +929,14 @@ class DFA:
             for cs, t in row:
                 for lo, hi in cs:
                     table[s, at[lo] : at[hi + 1]] = t
-        start = np.array([1 if a else 0 for a in d.accept] + [2], dtype=np.int64)
-        cls = start
-        # A round hashes each state's (class, successors' classes) to 64 bits (a
-        # collision could only merge too much: the congruence check below catches
-        # it, and the exact rounds then run).
-        mult = _round_multipliers(table.shape[1] + 1)
-        for exact in (False, True):
-            count = len(np.unique(cls))
-            for _ in range(MINIMIZE_ROUNDS):
-                _budget.check(_WHERE)
-                if exact:
-                    sig = np.concatenate([cls[:, None], cls[table]], axis=1)
-                    new = np.unique(sig, axis=0, return_inverse=True)[1].reshape(-1)
-                else:
-                    h = cls.astype(np.uint64) * mult[0] + (cls[table].astype(np.uint64) * mult[1:]).sum(axis=1, dtype=np.uint64)
-                    new = np.unique(h, return_inverse=True)[1].reshape(-1)
-                k = int(new.max()) + 1
-                cls = new
-                if k == count:
-                    break
-                count = k
-            else:  # not stable yet (a long chain: a round per link): keep it as it is
+        start = [1 if a else 0 for a in d.accept] + [2]
+        if table.size <= HOPCROFT_MAX_CELLS:
+            cls, count = _hopcroft(table.tolist(), start)
+        else:
+            moore = _moore(table, np.array(start, dtype=np.int64))
+            if moore is None:  # not stable yet (a long chain: a round per link): keep it as it is
                 return d
-            first = np.full(count, -1, dtype=np.int64)
-            first[cls[::-1]] = np.arange(n, -1, -1)  # a representative per class
-            rep_rows = cls[table[first[cls]]]
-            if np.array_equal(rep_rows, cls[table]) and np.array_equal(start[first[cls]], start):
-                break
-            cls = start
+            cls, count = moore
         if count == n + 1:
             return d
         rep: Dict[int, int] = {}
@@ -1160,6 +1139,89 @@ def length_dfa(lo: int, hi: Optional[int]) -> DFA:
     return d
 
 
+# Below this many table cells (states x atoms) minimized() refines with Hopcroft's
+# algorithm in plain Python: no round per character of the longest distinguishing
+# suffix (a search pattern `X{32}` took 33 numpy rounds, ~3 ms, for 34 states).
+HOPCROFT_MAX_CELLS = 4096
+
+
+def _hopcroft(rows: List[List[int]], start: List[int]) -> Tuple[List[int], int]:
+    """The coarsest partition refining ``start`` (a class per state) that the
+    transitions ``rows[s][atom]`` respect: (class of each state, number of classes)."""
+    width = len(rows[0])
+    inv: List[Dict[int, List[int]]] = [{} for _ in range(width)]
+    for s, row in enumerate(rows):
+        for a, t in enumerate(row):
+            inv[a].setdefault(t, []).append(s)
+    blocks: List[set] = []
+    first: Dict[int, int] = {}
+    block_of = []
+    for s, c in enumerate(start):
+        if c not in first:
+            first[c] = len(blocks)
+            blocks.append(set())
+        blocks[first[c]].add(s)
+        block_of.append(first[c])
+    todo = set(range(len(blocks)))
+    while todo:
+        _budget.check(_WHERE)
+        splitter = list(blocks[todo.pop()])
+        for a in range(width):
+            pre = inv[a]
+            touched: Dict[int, List[int]] = {}
+            for t in splitter:
+                for s in pre.get(t, ()):
+                    touched.setdefault(block_of[s], []).append(s)
+            for b, members in touched.items():
+                whole = blocks[b]
+                if len(members) == len(whole):
+                    continue
+                part = set(members)
+                whole -= part
+                nb = len(blocks)
+                blocks.append(part)
+                for s in members:
+                    block_of[s] = nb
+                todo.add(nb if b in todo or len(part) <= len(whole) else b)
+    return block_of, len(blocks)
+
+
+def _moore(table, start):
+    """Moore's refinement over the atom table, a numpy round per step of the longest
+    distinguishing suffix: (class of each state, number of classes), or None when
+    MINIMIZE_ROUNDS were not enough."""
+    n = table.shape[0] - 1
+    cls = start
+    # A round hashes each state's (class, successors' classes) to 64 bits (a
+    # collision could only merge too much: the congruence check below catches
+    # it, and the exact rounds then run).
+    mult = _round_multipliers(table.shape[1] + 1)
+    for exact in (False, True):
+        count = len(np.unique(cls))
+        for _ in range(MINIMIZE_ROUNDS):
+            _budget.check(_WHERE)
+            if exact:
+                sig = np.concatenate([cls[:, None], cls[table]], axis=1)
+                new = np.unique(sig, axis=0, return_inverse=True)[1].reshape(-1)
+            else:
+                h = cls.astype(np.uint64) * mult[0] + (cls[table].astype(np.uint64) * mult[1:]).sum(axis=1, dtype=np.uint64)
+                new = np.unique(h, return_inverse=True)[1].reshape(-1)
+            k = int(new.max()) + 1
+            cls = new
+            if k == count:
+                break
+            count = k
+        else:  # not stable yet (a long chain: a round per link)
+            return None
+        first = np.full(count, -1, dtype=np.int64)
+        first[cls[::-1]] = np.arange(n, -1, -1)  # a representative per class
+        rep_rows = cls[table[first[cls]]]
+        if np.array_equal(rep_rows, cls[table]) and np.array_equal(start[first[cls]], start):
+            break
+        cls = start
+    return cls, count
+
+
 @lru_cache(maxsize=256)
 def _round_multipliers(width: int):
     """Odd 64-bit multipliers for the hashing rounds of DFA.minimized: a fixed
@@ -1191,6 +1253,12 @@ class _NFA:
         self.eps: List[List[int]] = []
         self.edges: List[List[Tuple[CS, int]]] = []
         self._own: Dict[int, frozenset] = {}  # closure() of one state, once built
+        self.end = -1
+        # Loop states of a `.*` that ends the automaton (a search pattern's tail):
+        # every string is accepted from them, so every subset holding one is the
+        # same DFA state (without this, `.*X.*` tracks X's progress on after a match:
+        # twice the states, built and then minimized away).
+        self.universal: set = set()
 
     def new(self) -> int:
         self.eps.append([])
@@ -1231,6 +1299,8 @@ class _NFA:
                 cur = nxt
             if hi is None:
                 s, e = self.new(), self.new()
+                if b == self.end and inner == ("c", ALL):
+                    self.universal.add(s)
                 self.eps[cur].append(s)
                 self.build(inner, s, e)
                 self.eps[e].append(s)
@@ -1269,7 +1339,10 @@ class _NFA:
         return frozenset(seen)
 
     def determinize(self, start: int, end: int) -> DFA:
+        univ = self.closure([min(self.universal)]) if self.universal else None
         s0 = self.closure([start])
+        if univ is not None and not s0.isdisjoint(self.universal):
+            s0 = univ
         index = {s0: 0}
         todo = [s0]  # breadth first: state i is todo[i]
         trans: List[List[Tuple[CS, int]]] = []
@@ -1280,6 +1353,8 @@ class _NFA:
             row = []
             for cs, targets in _partition(labels):
                 tgt = self.closure(targets)
+                if univ is not None and not tgt.isdisjoint(self.universal):
+                    tgt = univ
                 if tgt not in index:
                     index[tgt] = len(index)
                     todo.append(tgt)
