@@ -280,6 +280,13 @@ def _hex4(cs: CS) -> str:
     return digits_set(cs, 4, 16)
 
 
+def _u_escapes(bmp: CS) -> str:
+    """The \\uXXXX escapes of the BMP code points ``bmp``."""
+    if bmp[-1][1] <= 0xFF:  # (what _hex4 comes to there, two digits sooner)
+        return _cat('"\\\\u00"', digits_set(bmp, 2, 16))
+    return _cat('"\\\\u"', _hex4(bmp))
+
+
 # What json.dumps writes as an escape: the short escapes, then u00XX escapes for
 # other controls and DEL, and uXXXX escapes (pairs) for everything past ASCII.
 _CANON_SHORT = {0x22: '"', 0x5C: "\\\\", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
@@ -311,7 +318,7 @@ def encode_set_canonical(cs: CS) -> Optional[str]:
     u = cs_inter(cs, _CANON_U)
     bmp = cs_inter(u, _BMP)
     if bmp:
-        alts.append(_cat('"\\\\u"', _hex4(bmp)))
+        alts.append(_u_escapes(bmp))
     astral = cs_inter(u, ((0x10000, MAX_CP),))
     if astral:
         alts.extend(_encode_astral(astral))
@@ -338,10 +345,11 @@ def encode_set(cs: CS) -> Optional[str]:
         else:
             inner = "".join("\\\"" if ch == '"' else ch for ch in chars)
             alts.append('"\\\\" [' + inner + "]")
-    bmp = cs_inter(cs, _BMP)
+    top = cs[-1][1]
+    bmp = cs if top < 0xD800 else cs_inter(cs, _BMP)
     if bmp:
-        alts.append(_cat('"\\\\u"', _hex4(bmp)))
-    astral = cs_inter(cs, ((0x10000, MAX_CP),))
+        alts.append(_u_escapes(bmp))
+    astral = cs_inter(cs, ((0x10000, MAX_CP),)) if top >= 0x10000 else ()
     if astral:
         alts.extend(_encode_astral(astral))
     if len(alts) == 1:
