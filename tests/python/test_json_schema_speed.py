@@ -142,3 +142,19 @@ def test_unanchored_key_pattern_schema_is_small():
     schema = {"type": "object", "patternProperties": {"[0-9a-f]{32}": {"type": "null"}}}
     g = xgr.Grammar.from_json_schema(json.dumps(schema), strict_mode=False)
     assert g.num_rules <= 40
+
+
+def test_budget_without_memory_limit_survives_frees_of_older_blocks():
+    # A Grammar collected inside a budget frees blocks allocated before it: the
+    # net count goes negative, and the unlimited cap's headroom (INT64_MAX - used)
+    # overflowed: "compile memory limit of -1 bytes exceeded" on the next compile.
+    from xg2_plugin import _budget
+
+    grammars = [xgr.Grammar.from_ebnf('root ::= "a" [b-z]* "c" (x | "d")\nx ::= "x"') for _ in range(20)]
+    with _budget.compile_budget(time_limit_ms=None, memory_limit_bytes=None):
+        del grammars[:]
+        g = xgr.Grammar.from_ebnf('root ::= "q"')
+    assert g.num_rules == 1
+    with _budget.compile_budget(time_limit_ms=None, memory_limit_bytes=1 << 30):
+        grammars = [xgr.Grammar.from_ebnf('root ::= "a"') for _ in range(5)]
+        assert len(grammars) == 5
