@@ -27,7 +27,6 @@ Pieces:
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from functools import lru_cache
 from itertools import groupby
 from operator import itemgetter
@@ -216,20 +215,6 @@ def _full_digits(width: int, base: int) -> str:
     return "%s{%d}" % (unit, width)
 
 
-def _shift(ranges: Tuple[Tuple[int, int], ...], lo: int, hi: int) -> Tuple[Tuple[int, int], ...]:
-    """The ranges' parts within [lo, hi], moved down by lo (ranges sorted and
-    disjoint: found by bisection, a Unicode class has hundreds)."""
-    out = []
-    for i in range(max(bisect_left(ranges, (lo,)) - 1, 0), len(ranges)):
-        a, b = ranges[i]
-        if a > hi:
-            break
-        a2, b2 = max(a, lo), min(b, hi)
-        if a2 <= b2:
-            out.append((a2 - lo, b2 - lo))
-    return tuple(out)
-
-
 _LEAD_LIT = re.compile(r'^"([0-9A-Za-z]+)"(?=$| )')
 _TAIL_LIT = re.compile(r'(?:^| )"((?:\\\\u)?[0-9A-Za-z]*)"$')
 
@@ -255,12 +240,23 @@ def digits_set(ranges: Tuple[Tuple[int, int], ...], width: int, base: int) -> st
     span = base ** (width - 1)
     if ranges == ((0, base**width - 1),):
         return _full_digits(width, base)
+    # The ranges below each leading digit, in one walk over the ranges (a range
+    # spanning several digits covers the ones between whole).
+    subs: Dict[int, List[Tuple[int, int]]] = {}
+    full = (0, span - 1)
+    for a, b in ranges:
+        da, db = a // span, b // span
+        if da == db:
+            subs.setdefault(da, []).append((a - da * span, b - da * span))
+            continue
+        subs.setdefault(da, []).append((a - da * span, span - 1))
+        for d in range(da + 1, db):
+            subs[d] = [full]
+        subs[db] = [(0, b - db * span)]
     groups: Dict[Tuple, List[int]] = {}
     order = []
-    for d in range(base):
-        sub = _shift(ranges, d * span, (d + 1) * span - 1)
-        if not sub:
-            continue
+    for d in sorted(subs):
+        sub = tuple(subs[d])
         if sub not in groups:
             groups[sub] = []
             order.append(sub)
@@ -282,6 +278,13 @@ _BMP = ((0, 0xD7FF), (0xE000, 0xFFFF))
 
 def _hex4(cs: CS) -> str:
     return digits_set(cs, 4, 16)
+
+
+def _u_escapes(bmp: CS) -> str:
+    """The \\uXXXX escapes of the BMP code points ``bmp``."""
+    if bmp[-1][1] <= 0xFF:  # (what _hex4 comes to there, two digits sooner)
+        return _cat('"\\\\u00"', digits_set(bmp, 2, 16))
+    return _cat('"\\\\u"', _hex4(bmp))
 
 
 # What json.dumps writes as an escape: the short escapes, then u00XX escapes for
@@ -315,7 +318,7 @@ def encode_set_canonical(cs: CS) -> Optional[str]:
     u = cs_inter(cs, _CANON_U)
     bmp = cs_inter(u, _BMP)
     if bmp:
-        alts.append(_cat('"\\\\u"', _hex4(bmp)))
+        alts.append(_u_escapes(bmp))
     astral = cs_inter(u, ((0x10000, MAX_CP),))
     if astral:
         alts.extend(_encode_astral(astral))
@@ -342,10 +345,11 @@ def encode_set(cs: CS) -> Optional[str]:
         else:
             inner = "".join("\\\"" if ch == '"' else ch for ch in chars)
             alts.append('"\\\\" [' + inner + "]")
-    bmp = cs_inter(cs, _BMP)
+    top = cs[-1][1]
+    bmp = cs if top < 0xD800 else cs_inter(cs, _BMP)
     if bmp:
-        alts.append(_cat('"\\\\u"', _hex4(bmp)))
-    astral = cs_inter(cs, ((0x10000, MAX_CP),))
+        alts.append(_u_escapes(bmp))
+    astral = cs_inter(cs, ((0x10000, MAX_CP),)) if top >= 0x10000 else ()
     if astral:
         alts.extend(_encode_astral(astral))
     if len(alts) == 1:
@@ -384,10 +388,23 @@ JSON_CHAR_LOOSE = '([^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F
 JSON_STRING_LOOSE = '"\\"" ' + JSON_CHAR_LOOSE + '* "\\""'
 
 
-@lru_cache(maxsize=1)
+# What encode_set(ALL) and canonical_escapes() build (tests/python/test_json_schema_speed.py
+# checks they still do), written out: every schema with a string or a free key
+# uses one of them, and building them took 1 ms (of 1.3 ms for a small schema).
+JSON_CHAR = ('([\\x20\\x21\\x23-\\x5b\\x5d-\\ud7ff\\ue000-\\U0010ffff] | "\\\\" [btnfr\\"/\\\\] | "\\\\u" ([0'
+             '-9A-CEFa-cef] [0-9a-fA-F]{3} | [Dd] [0-7] [0-9a-fA-F]{2}) | "\\\\u" [Dd] ("8" ("0"'
+             ' [0-9a-fA-F] | [1-9A-Fa-f] [0-9a-fA-F]) | [9Aa] [0-9a-fA-F]{2} | [Bb] ([0-9A-Ea-'
+             'e] [0-9a-fA-F] | [Ff] [0-9a-fA-F])) "\\\\u" [Dd] [C-Fc-f] [0-9a-fA-F]{2})')
+CANONICAL_ESCAPES = ('([\\x7f-\\ud7ff\\ue000-\\U0010ffff] | "\\\\" [btnfr\\"\\\\] | "\\\\u" ("0" ("0" ("0" [0-7BE'
+                     'Fbef] | [189A-Fa-f] [0-9a-fA-F] | "7" [Ff]) | [1-9A-Fa-f] [0-9a-fA-F]{2}) | [1-9'
+                     'A-CEFa-cef] [0-9a-fA-F]{3} | [Dd] [0-7] [0-9a-fA-F]{2}) | "\\\\u" [Dd] ("8" ("0" ['
+                     '0-9a-fA-F] | [1-9A-Fa-f] [0-9a-fA-F]) | [9Aa] [0-9a-fA-F]{2} | [Bb] ([0-9A-Ea-e]'
+                     ' [0-9a-fA-F] | [Ff] [0-9a-fA-F])) "\\\\u" [Dd] [C-Fc-f] [0-9a-fA-F]{2})')
+
+
 def json_char() -> str:
     """One code point of a JSON string, counted as Python counts it (pairs as one)."""
-    return encode_set(ALL)  # type: ignore[return-value]
+    return JSON_CHAR
 
 
 @lru_cache(maxsize=8192)
@@ -426,7 +443,7 @@ def encode_literal(text: str) -> str:
 def canonical_escapes() -> str:
     """The canonical escapes of every character outside printable ASCII (and of
     '"' and backslash) plus raw characters past ASCII."""
-    return encode_set_canonical(cs_diff(ALL, _PRINTABLE))  # type: ignore[return-value]
+    return CANONICAL_ESCAPES
 
 
 def string_literal_expr(text: str) -> str:
@@ -826,7 +843,7 @@ class DFA:
     def from_ir(node) -> "DFA":
         nfa = _NFA()
         start = nfa.new()
-        end = nfa.new()
+        end = nfa.end = nfa.new()
         nfa.build(node, start, end)
         return nfa.determinize(start, end)
 
@@ -933,35 +950,14 @@ class DFA:
             for cs, t in row:
                 for lo, hi in cs:
                     table[s, at[lo] : at[hi + 1]] = t
-        start = np.array([1 if a else 0 for a in d.accept] + [2], dtype=np.int64)
-        cls = start
-        # A round hashes each state's (class, successors' classes) to 64 bits (a
-        # collision could only merge too much: the congruence check below catches
-        # it, and the exact rounds then run).
-        mult = _round_multipliers(table.shape[1] + 1)
-        for exact in (False, True):
-            count = len(np.unique(cls))
-            for _ in range(MINIMIZE_ROUNDS):
-                _budget.check(_WHERE)
-                if exact:
-                    sig = np.concatenate([cls[:, None], cls[table]], axis=1)
-                    new = np.unique(sig, axis=0, return_inverse=True)[1].reshape(-1)
-                else:
-                    h = cls.astype(np.uint64) * mult[0] + (cls[table].astype(np.uint64) * mult[1:]).sum(axis=1, dtype=np.uint64)
-                    new = np.unique(h, return_inverse=True)[1].reshape(-1)
-                k = int(new.max()) + 1
-                cls = new
-                if k == count:
-                    break
-                count = k
-            else:  # not stable yet (a long chain: a round per link): keep it as it is
+        start = [1 if a else 0 for a in d.accept] + [2]
+        if table.size <= HOPCROFT_MAX_CELLS:
+            cls, count = _hopcroft(table.tolist(), start)
+        else:
+            moore = _moore(table, np.array(start, dtype=np.int64))
+            if moore is None:  # not stable yet (a long chain: a round per link): keep it as it is
                 return d
-            first = np.full(count, -1, dtype=np.int64)
-            first[cls[::-1]] = np.arange(n, -1, -1)  # a representative per class
-            rep_rows = cls[table[first[cls]]]
-            if np.array_equal(rep_rows, cls[table]) and np.array_equal(start[first[cls]], start):
-                break
-            cls = start
+            cls, count = moore
         if count == n + 1:
             return d
         rep: Dict[int, int] = {}
@@ -1164,6 +1160,89 @@ def length_dfa(lo: int, hi: Optional[int]) -> DFA:
     return d
 
 
+# Below this many table cells (states x atoms) minimized() refines with Hopcroft's
+# algorithm in plain Python: no round per character of the longest distinguishing
+# suffix (a search pattern `X{32}` took 33 numpy rounds, ~3 ms, for 34 states).
+HOPCROFT_MAX_CELLS = 4096
+
+
+def _hopcroft(rows: List[List[int]], start: List[int]) -> Tuple[List[int], int]:
+    """The coarsest partition refining ``start`` (a class per state) that the
+    transitions ``rows[s][atom]`` respect: (class of each state, number of classes)."""
+    width = len(rows[0])
+    inv: List[Dict[int, List[int]]] = [{} for _ in range(width)]
+    for s, row in enumerate(rows):
+        for a, t in enumerate(row):
+            inv[a].setdefault(t, []).append(s)
+    blocks: List[set] = []
+    first: Dict[int, int] = {}
+    block_of = []
+    for s, c in enumerate(start):
+        if c not in first:
+            first[c] = len(blocks)
+            blocks.append(set())
+        blocks[first[c]].add(s)
+        block_of.append(first[c])
+    todo = set(range(len(blocks)))
+    while todo:
+        _budget.check(_WHERE)
+        splitter = list(blocks[todo.pop()])
+        for a in range(width):
+            pre = inv[a]
+            touched: Dict[int, List[int]] = {}
+            for t in splitter:
+                for s in pre.get(t, ()):
+                    touched.setdefault(block_of[s], []).append(s)
+            for b, members in touched.items():
+                whole = blocks[b]
+                if len(members) == len(whole):
+                    continue
+                part = set(members)
+                whole -= part
+                nb = len(blocks)
+                blocks.append(part)
+                for s in members:
+                    block_of[s] = nb
+                todo.add(nb if b in todo or len(part) <= len(whole) else b)
+    return block_of, len(blocks)
+
+
+def _moore(table, start):
+    """Moore's refinement over the atom table, a numpy round per step of the longest
+    distinguishing suffix: (class of each state, number of classes), or None when
+    MINIMIZE_ROUNDS were not enough."""
+    n = table.shape[0] - 1
+    cls = start
+    # A round hashes each state's (class, successors' classes) to 64 bits (a
+    # collision could only merge too much: the congruence check below catches
+    # it, and the exact rounds then run).
+    mult = _round_multipliers(table.shape[1] + 1)
+    for exact in (False, True):
+        count = len(np.unique(cls))
+        for _ in range(MINIMIZE_ROUNDS):
+            _budget.check(_WHERE)
+            if exact:
+                sig = np.concatenate([cls[:, None], cls[table]], axis=1)
+                new = np.unique(sig, axis=0, return_inverse=True)[1].reshape(-1)
+            else:
+                h = cls.astype(np.uint64) * mult[0] + (cls[table].astype(np.uint64) * mult[1:]).sum(axis=1, dtype=np.uint64)
+                new = np.unique(h, return_inverse=True)[1].reshape(-1)
+            k = int(new.max()) + 1
+            cls = new
+            if k == count:
+                break
+            count = k
+        else:  # not stable yet (a long chain: a round per link)
+            return None
+        first = np.full(count, -1, dtype=np.int64)
+        first[cls[::-1]] = np.arange(n, -1, -1)  # a representative per class
+        rep_rows = cls[table[first[cls]]]
+        if np.array_equal(rep_rows, cls[table]) and np.array_equal(start[first[cls]], start):
+            break
+        cls = start
+    return cls, count
+
+
 @lru_cache(maxsize=256)
 def _round_multipliers(width: int):
     """Odd 64-bit multipliers for the hashing rounds of DFA.minimized: a fixed
@@ -1195,6 +1274,12 @@ class _NFA:
         self.eps: List[List[int]] = []
         self.edges: List[List[Tuple[CS, int]]] = []
         self._own: Dict[int, frozenset] = {}  # closure() of one state, once built
+        self.end = -1
+        # Loop states of a `.*` that ends the automaton (a search pattern's tail):
+        # every string is accepted from them, so every subset holding one is the
+        # same DFA state (without this, `.*X.*` tracks X's progress on after a match:
+        # twice the states, built and then minimized away).
+        self.universal: set = set()
 
     def new(self) -> int:
         self.eps.append([])
@@ -1235,6 +1320,8 @@ class _NFA:
                 cur = nxt
             if hi is None:
                 s, e = self.new(), self.new()
+                if b == self.end and inner == ("c", ALL):
+                    self.universal.add(s)
                 self.eps[cur].append(s)
                 self.build(inner, s, e)
                 self.eps[e].append(s)
@@ -1273,7 +1360,10 @@ class _NFA:
         return frozenset(seen)
 
     def determinize(self, start: int, end: int) -> DFA:
+        univ = self.closure([min(self.universal)]) if self.universal else None
         s0 = self.closure([start])
+        if univ is not None and not s0.isdisjoint(self.universal):
+            s0 = univ
         index = {s0: 0}
         todo = [s0]  # breadth first: state i is todo[i]
         trans: List[List[Tuple[CS, int]]] = []
@@ -1284,6 +1374,8 @@ class _NFA:
             row = []
             for cs, targets in _partition(labels):
                 tgt = self.closure(targets)
+                if univ is not None and not tgt.isdisjoint(self.universal):
+                    tgt = univ
                 if tgt not in index:
                     index[tgt] = len(index)
                     todo.append(tgt)

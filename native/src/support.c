@@ -83,7 +83,9 @@ static inline size_t block_size(void *p) {
  * (then the budget trips and the allocation fails, as if out of memory). */
 static inline int over_budget(size_t n) {
     if (!budget_on()) return 0;
-    if (!bud.tripped && (int64_t)n <= bud.lv[bud.depth - 1].cap - bud.used) return 0;
+    /* (used + n, not cap - used: frees of blocks from before the budget -- a
+     * collected Grammar -- make used negative, and INT64_MAX - used overflowed) */
+    if (!bud.tripped && n <= (size_t)INT64_MAX / 4 && bud.used + (int64_t)n <= bud.lv[bud.depth - 1].cap) return 0;
     if (!bud.tripped) bud.tripped = XG2__BUDGET_MEMORY;
     return 1;
 }

@@ -1,0 +1,160 @@
+"""Compile-speed fixes of the JSON Schema front-end (issue 23's ordinary schemas),
+each checked by a deterministic measure (states built, rounds saved) or against an
+oracle, never by a timing: the constant string grammars, the digit-range grammars,
+the search pattern's subset construction and the small-DFA minimization."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+import xg2_plugin as xgr
+from xg2_plugin import json_schema_regex as R
+from xg2_plugin.compiler import CompiledGrammar
+
+_BYTES = []
+
+
+def _byte_info():
+    """256 one-byte tokens: enough to drive accept_string."""
+    if not _BYTES:
+        _BYTES.append(xgr.TokenizerInfo([bytes([b]) for b in range(256)]))
+    return _BYTES[0]
+
+
+def test_written_out_string_grammars_are_what_the_encoder_builds():
+    assert R.json_char() == R.encode_set(R.ALL)
+    assert R.canonical_escapes() == R.encode_set_canonical(R.cs_diff(R.ALL, R._PRINTABLE))
+
+
+def _random_ranges(rng, top):
+    cuts = sorted(rng.sample(range(top), min(top, 2 * rng.randint(1, 4))))
+    if len(cuts) % 2:
+        cuts.pop()
+    return tuple((cuts[i], cuts[i + 1]) for i in range(0, len(cuts), 2))
+
+
+@pytest.mark.parametrize("base,width", [(10, 3), (16, 2), (10, 1), (16, 1)])
+def test_digits_set_matches_exactly_the_values_in_its_ranges(base, width):
+    # oracle: every fixed-width digit string, in every case, against the ranges
+    rng = random.Random(base * 10 + width)
+    top = base**width
+    digits = "0123456789abcdef"[:base]
+    for _ in range(4):
+        ranges = _random_ranges(rng, top)
+        if not ranges:
+            continue
+        grammar = xgr.Grammar.from_ebnf("root ::= " + R.digits_set(ranges, width, base))
+        compiled = CompiledGrammar(grammar, _byte_info())
+        for v in range(top):
+            text = ""
+            for _ in range(width):
+                text = digits[v % base] + text
+                v //= base
+            for spelled in {text, text.upper()}:
+                m = xgr.GrammarMatcher(compiled)
+                got = m.accept_string(spelled) and m.is_completed()
+                assert got == any(lo <= int(text, base) <= hi for lo, hi in ranges), (ranges, spelled)
+
+
+def test_search_pattern_keeps_one_state_past_a_match():
+    # `.*[0-9a-f]{32}.*`: the run of hex digits so far (33 states) and one state
+    # for "matched"; the subset construction used to track the run on after a
+    # match too (67 states, minimized back to 33)
+    ir = R.parse_pattern("[0-9a-f]{32}")
+    d = R.DFA.from_ir(ir)
+    assert len(d.trans) == 34
+    m = d.minimized()
+    assert len(m.trans) == 33 and sum(m.accept) == 1
+    s = len(m.trans) - 1  # breadth first: the accepting state is reached last
+    assert m.accept[s] and m.trans[s] == [(R.ALL, s)]
+
+
+def _accepts(dfa, text):
+    s = 0
+    for ch in text:
+        for cs, t in dfa.trans[s]:
+            if R.cs_contains(cs, ord(ch)):
+                s = t
+                break
+        else:
+            return False
+    return dfa.accept[s]
+
+
+@pytest.mark.parametrize("pattern", ["[0-9a-f]{32}", "ab|^c", "x(y|.*)z", "^a.*b$|q"])
+def test_search_pattern_dfa_decides_as_re_search(pattern):
+    import re
+
+    d = R.DFA.from_ir(R.parse_pattern(pattern)).minimized()
+    rng = random.Random(7)
+    alphabet = "abcqxyz0123456789f"
+    samples = ["", "0123456789abcdef0123456789abcdef", "-0123456789abcdef0123456789abcdef-", "axyz"]
+    samples += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(400)]
+    for text in samples:
+        assert _accepts(d, text) == bool(re.search(pattern, text)), text
+
+
+def test_minimization_finishes_a_long_chain_that_moore_rounds_gave_up_on():
+    # a path pattern whose distinguishing suffixes are longer than the rounds
+    # Moore's refinement is allowed: left at 151 states before, 72 now
+    pattern = r"/api/v1/user_identities/\d+/programs/\d+/applicants_by_cas_id/\d+/designation"
+    m = R.DFA.from_ir(R.parse_pattern(pattern)).minimized()
+    assert len(m.trans) == 72
+    for text in ["/api/v1/user_identities/1/programs/22/applicants_by_cas_id/3/designation",
+                 "x/api/v1/user_identities/1/programs/22/applicants_by_cas_id/3/designationy",
+                 "/api/v1/user_identities//programs/22/applicants_by_cas_id/3/designation"]:
+        import re
+
+        assert _accepts(m, text) == bool(re.search(pattern, text))
+
+
+def test_hopcroft_gives_the_partition_of_moore_rounds():
+    rng = random.Random(5)
+
+    def canon(cls):
+        seen: dict = {}
+        return [seen.setdefault(int(c), len(seen)) for c in cls]
+
+    compared = 0
+    for _ in range(500):
+        n, width = rng.randint(1, 30), rng.randint(1, 4)
+        rows = [[rng.randrange(n + 1) if rng.random() < 0.8 else n for _ in range(width)] for _ in range(n)]
+        for s in range(n):  # repeated rows: states that merge
+            if rng.random() < 0.5:
+                rows[s] = list(rows[rng.randrange(n)])
+        rows.append([n] * width)  # the dead state
+        start = [rng.randint(0, 1) for _ in range(n)] + [2]
+        cls, count = R._hopcroft([list(r) for r in rows], list(start))
+        moore = R._moore(np.array(rows, dtype=np.int64), np.array(start, dtype=np.int64))
+        if moore is None:
+            continue
+        compared += 1
+        assert canon(cls) == canon(moore[0]) and count == moore[1]
+    assert compared > 400
+
+
+def test_unanchored_key_pattern_schema_is_small():
+    # issue 23's ordinary schema: its key automaton stays the minimal one
+    schema = {"type": "object", "patternProperties": {"[0-9a-f]{32}": {"type": "null"}}}
+    g = xgr.Grammar.from_json_schema(json.dumps(schema), strict_mode=False)
+    assert g.num_rules <= 40
+
+
+def test_budget_without_memory_limit_survives_frees_of_older_blocks():
+    # A Grammar collected inside a budget frees blocks allocated before it: the
+    # net count goes negative, and the unlimited cap's headroom (INT64_MAX - used)
+    # overflowed: "compile memory limit of -1 bytes exceeded" on the next compile.
+    from xg2_plugin import _budget
+
+    grammars = [xgr.Grammar.from_ebnf('root ::= "a" [b-z]* "c" (x | "d")\nx ::= "x"') for _ in range(20)]
+    with _budget.compile_budget(time_limit_ms=None, memory_limit_bytes=None):
+        del grammars[:]
+        g = xgr.Grammar.from_ebnf('root ::= "q"')
+    assert g.num_rules == 1
+    with _budget.compile_budget(time_limit_ms=None, memory_limit_bytes=1 << 30):
+        grammars = [xgr.Grammar.from_ebnf('root ::= "a"') for _ in range(5)]
+        assert len(grammars) == 5
