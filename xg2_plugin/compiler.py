@@ -354,6 +354,24 @@ class GrammarCompiler:
             (time_limit_ms, memory_limit_bytes),
         )
 
+    def compile_structural_tag(self, *args, time_limit_ms: Optional[float] = None,
+                               memory_limit_bytes: Optional[int] = None, **kwargs) -> CompiledGrammar:
+        """Compile a structural tag: ``compile_structural_tag(structural_tag)`` (a
+        ``StructuralTag``, a dict or JSON text) or, legacy, ``(tags, triggers)``.
+        Tokens given by their text are looked up in this compiler's vocabulary, and
+        a special token's text in a tag's strings is that token.  Cached by the
+        tag's canonical text; each JSON schema's grammar is also cached by content
+        (see :mod:`xg2_plugin.structural_tag.convert`)."""
+        from .grammar import Grammar
+        from .structural_tag import cache_key, structural_tag_from_args, structural_tag_to_ebnf
+
+        value = structural_tag_from_args(args, kwargs)
+        return self._cached(
+            ("structural_tag", cache_key(value)),
+            lambda: Grammar.from_ebnf(structural_tag_to_ebnf(value, self._tokenizer_info)),
+            (time_limit_ms, memory_limit_bytes),
+        )
+
     def compile_builtin_json_grammar(self, *, time_limit_ms: Optional[float] = None,
                                      memory_limit_bytes: Optional[int] = None) -> CompiledGrammar:
         """Any JSON object or array."""
