@@ -38,6 +38,9 @@ from .compiler import CompiledGrammar, GrammarCompiler
 from .grammar import Grammar
 from .matcher import BatchGrammarMatcher, GrammarMatcher
 from .tokenizer import TokenizerInfo, VocabType
+from .structural_tag import StructuralTag, StructuralTagItem  # noqa: E402
+from .structural_tag import formats as structural_tag  # noqa: E402  (as xgrammar.structural_tag)
+from .structural_tag.model_formats import get_model_structural_tag, register_model_structural_tag  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -76,6 +79,11 @@ __all__ = [
     "CompiledGrammar",
     "GrammarMatcher",
     "BatchGrammarMatcher",
+    "StructuralTag",
+    "StructuralTagItem",
+    "structural_tag",
+    "get_model_structural_tag",
+    "register_model_structural_tag",
     "XG2Error",
     "GrammarError",
     "InvalidArgumentError",
