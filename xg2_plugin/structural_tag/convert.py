@@ -85,8 +85,10 @@ def _digest(*parts) -> str:
 
 
 def canonical_schema(schema, path: str) -> str:
+    """Compact JSON of the schema, its key order kept (an object's properties are
+    written in declared order)."""
     try:
-        return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+        return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
     except RecursionError:
         raise GrammarError(f"{path}: the schema nests too deeply") from None
     except (TypeError, ValueError) as e:
