@@ -262,8 +262,10 @@ def build_family(fam: Family, funcs, builtins, mode, reasoning, *, any_order=Fal
         if mode == "forced":
             body = calls[0]
         else:
+            # (with a response_format, a direct answer is that JSON: calls start the output)
             body = TriggeredTagsFormat(triggers=[fam.trigger], tags=calls, excludes=excludes,
-                                       at_least_one=mode == "required", stop_after_first=not parallel_tool_calls)
+                                       at_least_one=mode == "required" or answer is not None,
+                                       stop_after_first=not parallel_tool_calls)
             if answer is not None and mode == "auto":
                 body = OrFormat(elements=[answer, body])
     else:
@@ -271,14 +273,14 @@ def build_family(fam: Family, funcs, builtins, mode, reasoning, *, any_order=Fal
         calls = [call(t) for t in tools]
         inner = TagsWithSeparatorFormat(tags=calls, separator=sep, at_least_one=True,
                                         stop_after_first=not parallel_tool_calls or mode == "forced")
-        if mode in ("forced", "required"):
+        if mode in ("forced", "required") or answer is not None:
             body = SequenceFormat(elements=[ConstStringFormat(value=fam.forced_prefix + begin), inner,
                                             ConstStringFormat(value=end)])
+            if answer is not None and mode == "auto":
+                body = OrFormat(elements=[answer, body])
         else:
             body = TriggeredTagsFormat(triggers=[fam.trigger], tags=[TagFormat(begin=begin, content=inner, end=end)],
                                        excludes=excludes, stop_after_first=not parallel_tool_calls)
-            if answer is not None:
-                body = OrFormat(elements=[answer, body])
     return StructuralTag(format=body if prefix is None else SequenceFormat(elements=[prefix, body]))
 
 
