@@ -179,6 +179,8 @@ def test_family_calls_against_xgrammar(model, choice, reasoning):
         assert got == expected, (text, got)
         if xgr_accepts_tag(theirs, text) != got:
             disagreements.append(text)
+    if disagreements and os.environ.get("ST_SHOW"):
+        print("DIFF", model, choice, reasoning, disagreements)
     assert disagreements == [] or model in _KNOWN_DIFFERENT, disagreements
 
 
