@@ -198,7 +198,11 @@ BAD = [
     ({"type": "token", "token": "<|x|>"}, r"format\.token: .*needs a tokenizer"),
     ({"type": "dispatch", "rules": [["", CONST]]}, r"format\.rules\[0\]\[0\]"),
     ({"type": "tag", "begin": "a", "content": CONST, "end": []}, r"format\.end: a list of end strings"),
-    ({"type": "json_schema", "json_schema": OBJ, "style": "cohere_xml"}, r"format\.style: .*not supported yet"),
+    ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"x": {}}}, "style": "cohere_xml"},
+     r"format\.json_schema\.properties\.x: the cohere_xml style needs each value's type"),
+    ({"type": "json_schema", "json_schema": OBJ, "style": "qwen_xml", "excludes": [" x"]},
+     r"format\.excludes\[0\]: .*whitespace"),
+    ({"type": "json_schema", "json_schema": OBJ, "excludes": ["x"]}, r"format\.excludes: .*not supported yet"),
 ]
 
 

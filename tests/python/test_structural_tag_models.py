@@ -106,17 +106,27 @@ def _xml_args(style, args):
                        f"{raw}</\uff5cDSML\uff5c{sp}parameter>")
         elif style == "glm_xml":
             out.append(f"<arg_key>{k}</arg_key><arg_value>{raw}</arg_value>")
-    return "\n".join(out) + ("\n" if style != "glm_xml" else "")
+        elif style == "minimax_m3_xml":
+            out.append(f"]<]minimax[>[<{k}>{raw}]<]minimax[>[</{k}>")
+        elif style == "cohere_xml":
+            out.append(f'<cofl:value name="{k}" type="{"raw" if isinstance(v, str) else "json"}">{raw}</cofl:value>')
+        elif style == "kimi_k3_xml":
+            label = {str: "string", bool: "boolean", int: "number", float: "number", list: "array"}[type(v)]
+            out.append(f'<|open|>argument key="{k}" type="{label}"<|sep|>{raw}<|close|>argument<|sep|>')
+    return "\n".join(out) + ("\n" if style not in ("glm_xml", "kimi_k3_xml") else "")
 
 
 def _call(model, name, args, first=True):
+    if model == "kimi_k3":
+        return (f'<|open|>call tool="{name}" index="1"<|sep|>{_xml_args("kimi_k3_xml", args)}'
+                "<|close|>call<|sep|>")
     if model == "harmony":
         return f"<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>{json.dumps(args)}<|call|>"
     fam = FAMILIES[model]
     body = json.dumps(args) if fam.style == "json" else _xml_args(fam.style, args)
     text = fam.call_begin.format(name=name)
     if fam.call_id is not None:
-        text += "0" + fam.call_id[1]
+        text += "0" + fam.call_id[1].format(name=name)
     return text + body + fam.call_end
 
 
@@ -124,6 +134,9 @@ def _calls(model, calls, choice="auto"):
     fam = FAMILIES.get(model)
     if model == "harmony":
         return "<|start|>assistant".join(_call(model, n, a) for n, a in calls)
+    if model == "kimi_k3":
+        return "<|open|>tools<|sep|>" + "".join(_call(model, n, a) for n, a in calls) + \
+            "<|close|>tools<|sep|><|close|>message<|sep|>"
     if fam.section is None:
         return "".join(_call(model, n, a) for n, a in calls)
     begin, end, sep = fam.section
@@ -132,6 +145,9 @@ def _calls(model, calls, choice="auto"):
 
 
 def _think(model, reasoning):
+    if model == "kimi_k3":
+        think = "Let me think.<|close|>think<|sep|><|open|>response<|sep|>" if reasoning != "disabled" else ""
+        return think + "Calling.<|close|>response<|sep|>"
     if model == "harmony":
         return "<|channel|>analysis<|message|>Let me think.<|end|><|start|>assistant" if reasoning != "disabled" else ""
     fam = FAMILIES[model]
@@ -143,7 +159,7 @@ def _think(model, reasoning):
 
 BOTH = sorted(set(FAMILIES) & {"llama", "qwen_3", "qwen_3_coder", "qwen_3_5", "mimo", "glm_4_7", "exaone",
                                "deepseek_r1", "deepseek_v3_1", "deepseek_v3_2", "deepseek_v4", "deepseek_v4_1",
-                               "kimi", "minimax"}) + ["harmony"]
+                               "kimi", "minimax", "cohere", "minimax_m3"}) + ["harmony", "kimi_k3"]
 
 
 def _cases(model, choice):

@@ -220,6 +220,7 @@ class Family:
     section: Optional[Tuple[str, str, str]] = None  # (begin, end, separator between calls)
     call_id: Optional[Tuple[str, str]] = None  # (regex of a call index, the text after it)
     forced_prefix: str = ""  # before a required/forced section (MiniMax's newline)
+    arg_excludes: Tuple[str, ...] = ()  # never inside a raw string argument
 
 
 def _reasoning(fam: Family, mode: str, exclude_special: bool):
@@ -235,8 +236,9 @@ def _reasoning(fam: Family, mode: str, exclude_special: bool):
     return prefix
 
 
-def _args(tool: Tool, style: str, any_order: bool, ws) -> JSONSchemaFormat:
-    return JSONSchemaFormat(json_schema=tool.parameters, style=style, any_order=any_order, max_whitespace_cnt=ws)
+def _args(tool: Tool, style: str, any_order: bool, ws, excludes=()) -> JSONSchemaFormat:
+    return JSONSchemaFormat(json_schema=tool.parameters, style=style, any_order=any_order, max_whitespace_cnt=ws,
+                            excludes=list(excludes))
 
 
 def build_family(fam: Family, funcs, builtins, mode, reasoning, *, any_order=False, exclude_special_tokens=True,
@@ -246,7 +248,7 @@ def build_family(fam: Family, funcs, builtins, mode, reasoning, *, any_order=Fal
     prefix = _reasoning(fam, reasoning, exclude_special_tokens)
 
     def call(tool: Tool) -> TagFormat:
-        content: Any = _args(tool, fam.style, any_order, max_whitespace_cnt)
+        content: Any = _args(tool, fam.style, any_order, max_whitespace_cnt, fam.arg_excludes)
         begin = fam.call_begin.format(name=tool.name)
         if fam.call_id is not None:
             pattern, after = fam.call_id
@@ -289,6 +291,9 @@ DS_CALL = ("<\uff5ctool\u2581call\u2581begin\uff5c>", "<\uff5ctool\u2581call\u25
 DSML = "\uff5cDSML\uff5c"
 _GLM_TAGS = ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
 
+M3 = "]<]minimax[>["
+_M3_TAGS = ("<mm:think>", "</mm:think>", f"{M3}</tool_call>", f"{M3}<invoke", f"{M3}</invoke>")
+
 FAMILIES: Dict[str, Family] = {
     # XGrammar 0.2.8's families
     "llama": Family('{{"name": "{name}", "parameters": ', "}", '{"name": ', think=None),
@@ -325,6 +330,14 @@ FAMILIES: Dict[str, Family] = {
     "minimax": Family('<invoke name="{name}">\n', "</invoke>\n", "<minimax:tool_call>", style="minimax_xml",
                       think_suffix="\n\n", think_excludes=(), forced_prefix="\n",
                       section=("<minimax:tool_call>\n", "</minimax:tool_call>", "")),
+    "cohere": Family('<cofl:tool_call id="', "</cofl:tool_call>", "<cofl:tool_calls>", style="cohere_xml",
+                     think=("<|START_THINKING|>", "<|END_THINKING|>"), think_excludes=(),
+                     text_excludes=("<|START_THINKING|>", "<|END_THINKING|>"),
+                     call_id=("\\d+", '" name="{name}">'), section=("<cofl:tool_calls>", "</cofl:tool_calls>", "")),
+    "minimax_m3": Family(f'{M3}<invoke name="{{name}}">', f"{M3}</invoke>\n", f"{M3}<tool_call>",
+                         style="minimax_m3_xml", think=("<mm:think>", "</mm:think>"),
+                         think_excludes=(f"{M3}<tool_call>",) + _M3_TAGS, text_excludes=_M3_TAGS,
+                         section=(f"{M3}<tool_call>\n", f"{M3}</tool_call>", "")),
     # formats XGrammar lacks
     "hermes": Family('<tool_call>\n{{"name": "{name}", "arguments": ', "}\n</tool_call>", "<tool_call>", think=None),
     "llama_function": Family("<function={name}>", "</function>", "<function=", think=None),
@@ -349,6 +362,8 @@ for _name, _fam in FAMILIES.items():
     _register_family(_name, _fam)
 
 from .harmony import get_harmony_structural_tag  # noqa: E402  (registers "harmony")
+from .kimi_k3 import get_kimi_k3_structural_tag  # noqa: E402  (registers "kimi_k3")
 
 __all__ = ["get_model_structural_tag", "register_model_structural_tag", "normalize_tool_choice", "Tool",
-           "Family", "build_family", "FAMILIES", "get_harmony_structural_tag"]
+           "Family", "build_family", "FAMILIES", "get_harmony_structural_tag",
+           "get_kimi_k3_structural_tag"]

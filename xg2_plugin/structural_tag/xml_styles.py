@@ -29,7 +29,12 @@ _STYLES: Dict[str, Tuple[str, str, str, str]] = {
                           f"</{DSML} parameter>"),
     "glm_xml": ("<arg_key>", f"</arg_key>{{WS}}<arg_value>", f"</arg_key>{{WS}}<arg_value>", "</arg_value>"),
 }
-_NOT_YET = ("minimax_m3_xml", "cohere_xml", "kimi_k3_xml")
+# Kimi-K3 labels each argument with its type (an integer is labelled "number", as XGrammar does)
+_KIMI_K3 = ('<|open|>argument key="', '" type="{label}"<|sep|>', "<|close|>argument<|sep|>")
+_KIMI_LABELS = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean",
+                "object": "object", "array": "array", "null": "null"}
+_RECURSIVE = ("minimax_m3_xml", "cohere_xml")
+_NOT_YET: Tuple[str, ...] = ()
 _STRING_KW_IGNORED = {"type", "title", "description", "default", "examples", "$comment"}
 
 
@@ -43,23 +48,37 @@ def xml_schema_piece(conv, f, path: str):
     """(rules, root) of ``f`` (a JSONSchemaFormat with an XML style)."""
     if f.style in _NOT_YET:
         raise GrammarError(f"{path}.style: the {f.style!r} style is not supported yet")
-    if f.excludes:
-        raise GrammarError(f"{path}.excludes: excluded substrings are not supported yet")
+    for i, w in enumerate(f.excludes):
+        if not w or w != w.strip():
+            raise GrammarError(f"{path}.excludes[{i}]: an excluded string in an XML style is non-empty and "
+                               "neither starts nor ends with whitespace")
     canon = canonical_schema(f.json_schema, f"{path}.json_schema")
-    opts = (f.style, bool(f.any_order), f.max_whitespace_cnt)
+    opts = (f.style, bool(f.any_order), f.max_whitespace_cnt, tuple(f.excludes))
     return _cached_piece(("xml", canon, opts), lambda: _convert(f, path, _digest(canon, opts)))
 
 
 def _convert(f, path: str, digest: str):
+    if f.style in _RECURSIVE:
+        from .xml_recursive import convert_recursive
+
+        return convert_recursive(f, path, f"xml{digest}_")
     schema = f.json_schema
-    opened, after_str, after_other, close = _STYLES[f.style]
+    if f.style == "kimi_k3_xml":
+        opened, after_key, close = _KIMI_K3
+        after_str, after_other = after_key.format(label="string"), None
+    else:
+        opened, after_str, after_other, close = _STYLES[f.style]
     prefix = f"xml{digest}_"
     rules: Dict[str, str] = {}
     text_rule = prefix + "text"
-    rules[text_rule] = f"TagDispatch(\n  loop_after_dispatch=false,\n  excludes=({lit(close)})\n)"
+    words = [close] + [w for w in f.excludes if w != close]
+    rules[text_rule] = f"TagDispatch(\n  loop_after_dispatch=false,\n  excludes=({', '.join(map(lit, words))})\n)"
     defs = {k: schema[k] for k in ("$defs", "definitions") if isinstance(schema, dict) and k in schema}
 
     def json_value(sub, where: str) -> str:
+        if f.excludes and not (isinstance(sub, dict) and sub.get("type") in ("integer", "number", "boolean", "null")):
+            raise GrammarError(f"{where}: excluded strings inside a JSON-written value are not supported yet "
+                               "(only raw string values and scalars)")
         if isinstance(sub, dict) and defs:
             sub = {**defs, **sub}
         sub_rules, root = json_schema_piece(sub, where, any_order=f.any_order,
@@ -73,8 +92,16 @@ def _convert(f, path: str, digest: str):
             return f"{lit(opened)} {key_expr} {_after_key(after_str)} {text_rule} {lit(close)}"
         if kind is not None:  # a string enum: the raw values
             return f"{lit(opened)} {key_expr} {_after_key(after_str)} ({kind}) {lit(close)}"
-        return (f"{lit(opened)} {key_expr} {_after_key(after_other)} {WS} {json_value(sub, where)} {WS} "
+        return (f"{lit(opened)} {key_expr} {_after_other(sub)} {WS} {json_value(sub, where)} {WS} "
                 f"{lit(close)}")
+
+    def _after_other(sub) -> str:
+        if after_other is not None:
+            return _after_key(after_other)
+        types = sub.get("type") if isinstance(sub, dict) else None
+        labels = [types] if isinstance(types, str) else types if isinstance(types, list) else list(_KIMI_LABELS)
+        alts = sorted({_KIMI_LABELS.get(t, t) for t in labels if isinstance(t, str)})
+        return "(" + " | ".join(lit(_KIMI_K3[1].format(label=a)) for a in alts) + ")"
 
     if schema is True or (isinstance(schema, dict) and "properties" not in schema
                           and schema.get("type", "object") == "object"
@@ -85,7 +112,7 @@ def _convert(f, path: str, digest: str):
         name = prefix + "name"
         rules[name] = "[a-zA-Z_] [a-zA-Z0-9_]*"
         one = (f"{WS} {lit(opened)} {name} (({_after_key(after_str)} {text_rule} {lit(close)}) | "
-               f"({_after_key(after_other)} {WS} {any_json} {WS} {lit(close)}))")
+               f"({_after_other(True)} {WS} {any_json} {WS} {lit(close)}))")
         rules[prefix + "root"] = f"({one})* {WS}"
         return rules, prefix + "root"
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
