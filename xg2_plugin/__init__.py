@@ -39,7 +39,7 @@ from .grammar import Grammar
 from .matcher import BatchGrammarMatcher, GrammarMatcher
 from .tokenizer import TokenizerInfo, VocabType
 from .structural_tag import StructuralTag, StructuralTagItem  # noqa: E402
-from .structural_tag import formats as structural_tag  # noqa: E402  (as xgrammar.structural_tag)
+from . import structural_tag  # noqa: E402  (the format classes, as xgrammar.structural_tag)
 from .structural_tag.model_formats import get_model_structural_tag, register_model_structural_tag  # noqa: E402
 
 __version__ = "0.1.0"

@@ -415,6 +415,8 @@ class _Converter:
             return f"(({' | '.join(full)}) {dispatch})"
         return dispatch
 
+    f_tag_and_text = f_triggered_tags
+
     def f_dispatch(self, f, path, ends):
         pairs = []
         for i, (pat, fmt) in enumerate(f.rules):

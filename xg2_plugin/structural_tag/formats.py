@@ -109,9 +109,10 @@ class TagFormat(BaseModel):
 
 
 class TriggeredTagsFormat(BaseModel):
-    """Free text until a trigger, then the tag it begins, then free text again."""
+    """Free text until a trigger, then the tag it begins, then free text again.
+    (``tag_and_text``: the usage guide's name in its DeepSeek example, read as this.)"""
 
-    type: Literal["triggered_tags"] = "triggered_tags"
+    type: Literal["triggered_tags", "tag_and_text"] = "triggered_tags"
     triggers: List[str]
     tags: List[TagFormat]
     at_least_one: bool = False
@@ -202,6 +203,7 @@ for _m in (SequenceFormat, OrFormat, TagFormat, TriggeredTagsFormat, TokenTrigge
     _m.model_rebuild()
 
 FORMAT_TYPES = tuple(a.model_fields["type"].default for a in Format.__origin__.__args__)  # type: ignore[attr-defined]
+FORMAT_TYPES += ("tag_and_text",)
 
 # ---------- top level ----------
 
