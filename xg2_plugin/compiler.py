@@ -317,7 +317,7 @@ class GrammarCompiler:
         """Compile a JSON Schema (JSON string, dict or pydantic model class); see
         :meth:`Grammar.from_json_schema`.  Cached by the options and, as XGrammar
         does, the text of a schema given as text (a dict or model: its canonical
-        JSON, keys sorted)."""
+        JSON, key order kept)."""
         import json
 
         from .json_schema import _check_depth, _load_schema
@@ -329,7 +329,9 @@ class GrammarCompiler:
             canon = schema
         else:
             try:
-                canon = json.dumps(loaded, sort_keys=True, separators=(",", ":"))
+                # (key order kept: properties are written in declared order, so two schemas
+                # differing only in that order are different grammars)
+                canon = json.dumps(loaded, separators=(",", ":"))
             except RecursionError:  # (json.dumps recurses along the nesting: name where it is too deep)
                 _check_depth(loaded)
                 raise GrammarError("the schema nests too deeply to serialise") from None

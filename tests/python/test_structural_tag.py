@@ -52,6 +52,10 @@ CASES = [
       "<parameter=m>2</parameter>", "<parameter=n>x</parameter>"], False),
     # formats that need TagDispatch in the core
     ("any_text", {"type": "any_text"}, ["", "hello <a>"], False),
+    ("any_text_max_chars", {"type": "any_text", "max_chars": 3}, ["", "abc", "abcd", "\u00e9\u00e9\u00e9"], False),
+    ("tag_any_text_max_tokens", {"type": "tag", "begin": "<a>", "content": {"type": "any_text", "max_tokens": 3,
+                                                                            "max_chars": 5}, "end": "</a>"},
+     ["<a>ab</a>", "<a>abcdef</a>", "<a></a>"], True),
     ("any_text_excludes", {"type": "any_text", "excludes": ["bad"]}, ["good", "so bad", "ba d"], True),
     ("tag_any_text", {"type": "tag", "begin": "<think>", "content": {"type": "any_text"}, "end": "</think>"},
      ["<think>x</think>", "<think></think>", "<think>x</think>y", "<think>a</think>b</think>"], True),
@@ -155,6 +159,10 @@ def test_usage_guide_spellings():
     """The guide writes const_string's field as ``text`` (ours reads both)."""
     st = parse_structural_tag(_tag({"type": "const_string", "text": "<think></think>"}))
     assert st.format.value == "<think></think>"
+    # Example 4 of the guide names triggered tags "tag_and_text"
+    tag = {"type": "tag_and_text", "triggers": ["<b"], "tags": [TAG_B], "stop_after_first": True}
+    for s in ("x<b>k</b>", "x<b>k</b>y", "x"):
+        assert ours_in_xgr_accepts(_tag(tag), s) == xgr_accepts_tag(_tag(dict(tag, type="triggered_tags")), s)
 
 
 def test_json_schema_rules_named_by_content_and_cached():
@@ -237,3 +245,20 @@ def test_special_token_text_in_a_tag_is_that_token():
         {"type": "any_tokens", "exclude_tokens": [5], "max_tokens": 3}]}), info)
     assert "Token(1)" in ebnf and "ExcludeToken(0)" in ebnf and "ExcludeToken(5)" in ebnf
     xgr.Grammar.from_ebnf(ebnf)  # XGrammar's syntax
+
+
+def test_cache_keys_keep_property_order():
+    """Schemas that differ only in property order are different grammars (the
+    properties are written in declared order): neither cache may conflate them."""
+    info = ours.TokenizerInfo([bytes([b]) for b in range(256)])
+    compiler = ours.GrammarCompiler(info)
+    ab = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}
+    ba = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "integer"}}, "required": ["a", "b"]}
+    text = '{"b": 1, "a": 2}'
+    for compile_ in (compiler.compile_json_schema,
+                     lambda s: compiler.compile_structural_tag(_tag({"type": "json_schema", "json_schema": s}))):
+        verdicts = []
+        for schema in (ab, ba):
+            m = ours.GrammarMatcher(compile_(schema))
+            verdicts.append(m.accept_string(text) and m.is_completed())
+        assert verdicts == [False, True]

@@ -43,7 +43,7 @@ def cache_key(value: Any) -> Tuple[str, str]:
         return ("text", value)
     if isinstance(value, dict):
         try:
-            return ("dict", json.dumps(value, sort_keys=True, separators=(",", ":")))
+            return ("dict", json.dumps(value, separators=(",", ":")))  # (key order kept: properties are written in order)
         except (TypeError, ValueError, RecursionError):
             pass
     return ("model", parse_structural_tag(value).model_dump_json())

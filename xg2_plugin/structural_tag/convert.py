@@ -172,6 +172,7 @@ class _Converter:
         self.count = 0
         self.vocab = _vocab_of(tokenizer_info)
         self.nodes = 0
+        self.attrs: Dict[str, str] = {}  # rule -> its attributes ("[max_tokens=3]")
 
     def rule(self, hint: str, body: str) -> str:
         self.count += 1
@@ -292,10 +293,8 @@ class _Converter:
         if f.max_chars is not None:
             attrs.append(f"max_chars={f.max_chars}")
         name = self.rule("text", self.dispatch_body([], False, excludes))
-        if attrs:  # XGrammar's rule attributes: TagDispatch counts them
-            body = self.rules.pop(name)
-            name = f"{name}[{','.join(attrs)}]"
-            self.rules[name] = body
+        if attrs:  # XGrammar's rule attributes, on the definition only: TagDispatch counts them
+            self.attrs[name] = f"[{', '.join(attrs)}]"
         return name
 
     def dispatch_body(self, pairs, loop: bool, excludes, token_level: bool = False) -> str:
@@ -495,7 +494,7 @@ def structural_tag_to_ebnf(value, tokenizer_info=None) -> str:
         root = conv.emit(st.format, "format")
     except RecursionError:
         raise GrammarError("the structural tag nests too deeply") from None
-    lines = [f"root ::= {root}"] + [f"{k} ::= {v}" for k, v in conv.rules.items()]
+    lines = [f"root ::= {root}"] + [f"{k}{conv.attrs.get(k, '')} ::= {v}" for k, v in conv.rules.items()]
     return "\n".join(lines) + "\n"
 
 
