@@ -262,3 +262,18 @@ def test_cache_keys_keep_property_order():
             m = ours.GrammarMatcher(compile_(schema))
             verdicts.append(m.accept_string(text) and m.is_completed())
         assert verdicts == [False, True]
+
+
+def test_legacy_item_with_a_pydantic_model_schema():
+    from pydantic import BaseModel
+
+    class Args(BaseModel):
+        x: int
+
+    items = [StructuralTagItem(begin="<a>", schema=Args, end="</a>"),
+             StructuralTagItem(begin="<b>", schema='{"type": "integer"}', end="</b>")]
+    st = StructuralTag.from_legacy_structural_tag(items, ["<a", "<b"])
+    assert ours_in_xgr_accepts(st, 'hi <a>{"x": 1}</a> <b>7</b>')
+    assert not ours_in_xgr_accepts(st, '<a>{"x": "1"}</a>')
+    with pytest.raises(GrammarError, match=r"tags\[0\]\.schema: not valid JSON"):
+        StructuralTag.from_legacy_structural_tag([StructuralTagItem(begin="<a>", schema="{", end="</a>")], ["<a"])

@@ -124,3 +124,16 @@ def test_our_core_runs_token_formats():
     compiled = ours.GrammarCompiler(info).compile_structural_tag({"type": "structural_tag", "format": TAG})
     m = ours.GrammarMatcher(compiled)
     assert m.accept_token(S1) and m.accept_token(A) and m.accept_token(S2) and m.is_completed()
+
+
+@pytest.mark.parametrize("name,fmt,seqs", CASES, ids=[c[0] for c in CASES])
+def test_token_formats_parse_from_model_dict_and_json(name, fmt, seqs):
+    import json
+
+    from xg2_plugin.structural_tag import parse_structural_tag
+
+    tag = {"type": "structural_tag", "format": fmt}
+    a, b = parse_structural_tag(tag), parse_structural_tag(json.dumps(tag))
+    assert a == b == parse_structural_tag(a) == parse_structural_tag(a.model_dump_json())
+    info = _infos()[0]
+    assert structural_tag_to_ebnf(a, info) == structural_tag_to_ebnf(b, info)

@@ -286,12 +286,16 @@ def _validate(model, data, prefix: str = ""):
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        path = _json_path(err["loc"], data)
+        errors = e.errors()
+        path = _json_path(errors[0]["loc"], data)
+        # a union's members fail at the same place: one message naming each expectation
+        same = [err for err in errors if _json_path(err["loc"], data) == path]
+        messages = list(dict.fromkeys(_message(err) for err in same))
         if prefix:
             path = prefix if path == "$" else f"{prefix}.{path}"
-        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
-        raise GrammarError(f"invalid structural tag at {path}: {_message(err)}{more}") from None
+        more = len(errors) - len(same)
+        tail = f" (and {more} more)" if more else ""
+        raise GrammarError(f"invalid structural tag at {path}: {'; or '.join(messages)}{tail}") from None
 
 
 def parse_structural_tag(value: Any) -> StructuralTag:
