@@ -107,6 +107,14 @@ def test_mixed_special_and_text_triggers_refused():
             _infos()[0])
 
 
+def test_text_trigger_holding_a_special_token_refused():
+    with pytest.raises(ours.GrammarError, match=r"format\.triggers\[0\]: .*holds the special token '<s1>'"):
+        structural_tag_to_ebnf({"type": "structural_tag", "format": {
+            "type": "triggered_tags", "triggers": ["<s1>call"],
+            "tags": [{"begin": "<s1>call(", "content": {"type": "const_string", "value": "q"}, "end": ")"}]}},
+            _infos()[0])
+
+
 def test_token_errors_name_their_path():
     info = _infos()[0]
     for fmt, pattern in [({"type": "token", "token": "<nope>"}, r"format\.token: no token"),

@@ -407,6 +407,8 @@ class _Converter:
             pairs = [(tid, self.rule("group", " | ".join(groups[t]))) for tid, t in zip(token_ids, triggers)]
             body = self.dispatch_body(pairs, not f.stop_after_first, [], token_level=True)
         else:
+            for i, t in enumerate(triggers):
+                self.check_text_trigger(t, f"{path}.triggers[{i}]")
             pairs = [(ebnf_string_literal(t), self.rule("group", " | ".join(groups[t]))) for t in triggers]
             body = self.dispatch_body(pairs, not f.stop_after_first, excludes)
         dispatch = self.rule("dispatch", body)
@@ -416,11 +418,21 @@ class _Converter:
 
     f_tag_and_text = f_triggered_tags
 
+    def check_text_trigger(self, trigger: str, path: str) -> None:
+        """A text trigger holding a special token's text could never be written
+        (special tokens are never text): refuse it rather than never dispatch."""
+        if self.vocab is not None and self.vocab.pattern is not None:
+            m = self.vocab.pattern.search(trigger)
+            if m:
+                raise GrammarError(f"{path}: the trigger {trigger!r} holds the special token {m.group(0)!r}; a "
+                                   "trigger is either plain text or exactly one special token")
+
     def f_dispatch(self, f, path, ends):
         pairs = []
         for i, (pat, fmt) in enumerate(f.rules):
             if not isinstance(pat, str) or not pat:
                 raise GrammarError(f"{path}.rules[{i}][0]: a pattern must be a non-empty string")
+            self.check_text_trigger(pat, f"{path}.rules[{i}][0]")
             if pat in [p for p, _ in f.rules[:i]]:
                 raise GrammarError(f"{path}.rules[{i}][0]: the pattern {pat!r} is given twice")
             pairs.append((ebnf_string_literal(pat), self.rule("case", self.emit(fmt, f"{path}.rules[{i}][1]"))))
