@@ -307,3 +307,13 @@ def test_register_model_structural_tag():
 
     st = ours.get_model_structural_tag("my_model_for_test", TOOLS)
     assert ours_accepts(st, ",".join(n for n, _, _ in FUNCS))
+
+
+@TAGDISPATCH_XFAIL
+@pytest.mark.parametrize("model", BOTH + ["hermes", "llama_function", "mistral", "phi_4_mini"])
+def test_family_calls_in_our_core(model):
+    """The same verdicts from our core once it runs free text (TagDispatch)."""
+    st = get_model_structural_tag(model, TOOLS, reasoning="enabled")
+    for text, expected in _cases(model, "auto"):
+        text = _think(model, "enabled") + "Calling. " * (model not in ("harmony", "kimi_k3")) + text
+        assert ours_accepts(st, text) == expected, text
