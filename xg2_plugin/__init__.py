@@ -56,7 +56,24 @@ _BITMASK_NAMES = (
 )
 
 
+# Structural tags need pydantic (half the package's import time): loaded on first use.
+_STRUCTURAL_TAG_NAMES = {
+    "StructuralTag": "structural_tag",
+    "StructuralTagItem": "structural_tag",
+    "get_model_structural_tag": "structural_tag.model_formats",
+    "register_model_structural_tag": "structural_tag.model_formats",
+}
+
+
 def __getattr__(name):
+    if name in _STRUCTURAL_TAG_NAMES:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_STRUCTURAL_TAG_NAMES[name]}", __name__), name)
+    if name == "structural_tag":  # the format classes, as xgrammar.structural_tag
+        import importlib
+
+        return importlib.import_module(".structural_tag", __name__)
     if name in _BITMASK_NAMES:
         from . import bitmask
 
@@ -76,6 +93,11 @@ __all__ = [
     "CompiledGrammar",
     "GrammarMatcher",
     "BatchGrammarMatcher",
+    "StructuralTag",
+    "StructuralTagItem",
+    "structural_tag",
+    "get_model_structural_tag",
+    "register_model_structural_tag",
     "XG2Error",
     "GrammarError",
     "InvalidArgumentError",

@@ -317,7 +317,7 @@ class GrammarCompiler:
         """Compile a JSON Schema (JSON string, dict or pydantic model class); see
         :meth:`Grammar.from_json_schema`.  Cached by the options and, as XGrammar
         does, the text of a schema given as text (a dict or model: its canonical
-        JSON, keys sorted)."""
+        JSON, key order kept)."""
         import json
 
         from .json_schema import _check_depth, _load_schema
@@ -329,7 +329,9 @@ class GrammarCompiler:
             canon = schema
         else:
             try:
-                canon = json.dumps(loaded, sort_keys=True, separators=(",", ":"))
+                # (key order kept: properties are written in declared order, so two schemas
+                # differing only in that order are different grammars)
+                canon = json.dumps(loaded, separators=(",", ":"))
             except RecursionError:  # (json.dumps recurses along the nesting: name where it is too deep)
                 _check_depth(loaded)
                 raise GrammarError("the schema nests too deeply to serialise") from None
@@ -351,6 +353,24 @@ class GrammarCompiler:
                 any_order=any_order,
                 lenient=lenient,
             ),
+            (time_limit_ms, memory_limit_bytes),
+        )
+
+    def compile_structural_tag(self, *args, time_limit_ms: Optional[float] = None,
+                               memory_limit_bytes: Optional[int] = None, **kwargs) -> CompiledGrammar:
+        """Compile a structural tag: ``compile_structural_tag(structural_tag)`` (a
+        ``StructuralTag``, a dict or JSON text) or, legacy, ``(tags, triggers)``.
+        Tokens given by their text are looked up in this compiler's vocabulary, and
+        a special token's text in a tag's strings is that token.  Cached by the
+        tag's canonical text; each JSON schema's grammar is also cached by content
+        (see :mod:`xg2_plugin.structural_tag.convert`)."""
+        from .grammar import Grammar
+        from .structural_tag import cache_key, structural_tag_from_args, structural_tag_to_ebnf
+
+        value = structural_tag_from_args(args, kwargs)
+        return self._cached(
+            ("structural_tag", cache_key(value)),
+            lambda: Grammar.from_ebnf(structural_tag_to_ebnf(value, self._tokenizer_info)),
             (time_limit_ms, memory_limit_bytes),
         )
 

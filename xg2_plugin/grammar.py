@@ -139,6 +139,18 @@ class Grammar:
         return Grammar.from_ebnf(ebnf)
 
     @staticmethod
+    def from_structural_tag(*args, **kwargs) -> "Grammar":
+        """A grammar from a structural tag: ``from_structural_tag(structural_tag)``
+        (a ``StructuralTag``, a dict or JSON text) or, legacy,
+        ``from_structural_tag(tags, triggers)``.  A bad tag is a ``GrammarError``
+        naming its JSON path.  Tokens given by their text need a tokenizer: use
+        ``GrammarCompiler.compile_structural_tag``."""
+        from .structural_tag import structural_tag_from_args, structural_tag_to_ebnf
+
+        value = structural_tag_from_args(args, kwargs)
+        return Grammar.from_ebnf(structural_tag_to_ebnf(value))
+
+    @staticmethod
     def builtin_json_grammar() -> "Grammar":
         """Any JSON object or array (the grammar of OpenAI's ``json_object`` mode)."""
         return Grammar.from_ebnf(_BUILTIN_JSON_EBNF)
