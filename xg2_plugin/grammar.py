@@ -169,6 +169,46 @@ class Grammar:
 
         return Grammar.from_ebnf(choices_to_ebnf(choices))
 
+    @staticmethod
+    def concat(*grammars: "Grammar") -> "Grammar":
+        """The strings made of a string of each grammar in turn (XGrammar's ``concat``)."""
+        from .grammar_ops import combine
+
+        return combine(grammars, "concat")
+
+    @staticmethod
+    def union(*grammars: "Grammar") -> "Grammar":
+        """The strings of any of the grammars (XGrammar's ``union``)."""
+        from .grammar_ops import combine
+
+        return combine(grammars, "union")
+
+    def _serial_body(self) -> dict:
+        return {"ebnf": self._source, "root_rule_name": self._root}
+
+    def serialize_json(self) -> str:
+        """This grammar as JSON text: its EBNF source and root (see
+        :mod:`xg2_plugin.serialization`)."""
+        from .serialization import dump
+
+        return dump("Grammar", self._serial_body())
+
+    @staticmethod
+    def deserialize_json(json_string: str) -> "Grammar":
+        """The grammar :meth:`serialize_json` wrote, parsed again by the core."""
+        from .serialization import load
+
+        return Grammar._from_serial_body(load(json_string, "Grammar"), "Grammar")
+
+    @staticmethod
+    def _from_serial_body(body: dict, kind: str) -> "Grammar":
+        from .serialization import check_keys, field
+
+        check_keys(body, kind, ("ebnf", "root_rule_name"))
+        ebnf = field(body, "ebnf", kind, (str,), "EBNF text")
+        root = field(body, "root_rule_name", kind, (str,), "a rule name")
+        return Grammar.from_ebnf(ebnf, root_rule_name=root)
+
     @property
     def num_rules(self) -> int:
         return int(lib.xg2_grammar_num_rules(self._handle))
