@@ -398,10 +398,16 @@ class GrammarCompiler:
         """Any JSON object or array."""
         return self._cached(("builtin_json",), Grammar.builtin_json_grammar, (time_limit_ms, memory_limit_bytes))
 
-    def compile_lark(self, lark_string: str, *, time_limit_ms: Optional[float] = None,
+    def compile_lark(self, lark_string: str, *, named_grammars=None, time_limit_ms: Optional[float] = None,
                      memory_limit_bytes: Optional[int] = None) -> CompiledGrammar:
-        """Compile a Lark grammar (start rule ``start``); see :meth:`Grammar.from_lark`."""
-        return self._cached(("lark", lark_string), lambda: Grammar.from_lark(lark_string),
+        """Compile a Lark grammar (start rule ``start``; ``@name`` for the grammars of
+        ``named_grammars``); see :meth:`Grammar.from_lark`."""
+        from .grammar_ops import _checked_named
+
+        named = _checked_named(named_grammars)
+        key = tuple(sorted((k, v if isinstance(v, str) else (v._source, v._root)) for k, v in named.items()))
+        return self._cached(("lark", lark_string, key),
+                            lambda: Grammar.from_lark(lark_string, named_grammars=named or None),
                             (time_limit_ms, memory_limit_bytes))
 
     def compile_choices(self, choices, *, time_limit_ms: Optional[float] = None,

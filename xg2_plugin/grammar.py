@@ -144,18 +144,27 @@ class Grammar:
         return Grammar.from_ebnf(_BUILTIN_JSON_EBNF)
 
     @staticmethod
-    def from_lark(lark_string: str) -> "Grammar":
+    def from_lark(lark_string: str, *, tokenizer_info=None, named_grammars=None) -> "Grammar":
         """A grammar from Lark syntax (the subset vLLM passes as a ``grammar`` request);
         the start rule is ``start``.  Raises ``GrammarError`` with the line and column in
         the Lark source (also as its ``line`` and ``column`` attributes) for invalid
         grammars and unsupported constructs.  See :mod:`xg2_plugin.lark` for the subset
-        and how ``%ignore`` is treated."""
+        and how ``%ignore`` is treated.
+
+        ``named_grammars`` (as XGrammar's): ``{name: Grammar or Lark text}``, used in
+        rules as ``@name`` (see :func:`xg2_plugin.grammar_ops.lark_with_named`).
+        ``tokenizer_info`` is accepted for XGrammar's signature: it only serves
+        XGrammar's special-token syntax, which xg2's Lark subset does not have."""
         from ._errors import XG2Error
-        from .lark import lark_to_ebnf
+        from .grammar_ops import lark_with_named
 
         if not isinstance(lark_string, str):
             raise InvalidArgumentError(f"lark_string must be a str, got {type(lark_string).__name__}")
-        ebnf, root = lark_to_ebnf(lark_string)
+        from .tokenizer import TokenizerInfo
+
+        if tokenizer_info is not None and not isinstance(tokenizer_info, TokenizerInfo):
+            raise InvalidArgumentError(f"tokenizer_info must be a TokenizerInfo or None, got {type(tokenizer_info).__name__}")
+        ebnf, root = lark_with_named(lark_string, named_grammars)
         try:
             return Grammar.from_ebnf(ebnf, root_rule_name=root)
         except XG2Error as e:  # a limit of the core, say; its position is in the EBNF

@@ -29,11 +29,11 @@ def _skip_quoted(text: str, i: int, close: str) -> int:
     return i + 1
 
 
-def prefix_rules(ebnf: str, prefix: str) -> str:
+def prefix_rules(ebnf: str, prefix: str, keep: str = "") -> str:
     """``ebnf`` with ``prefix`` before every rule name.  Names the dialect uses for
     something else stay: a macro's name (``Regex(``, ``Length(``, followed by ``(``),
     a keyword argument's name and value (``stop_eos=true``), and the contents of
-    literals, classes and comments."""
+    literals, classes and comments; with ``keep``, names that start with it."""
     out: List[str] = []
     i, n = 0, len(ebnf)
     after_kwarg = False
@@ -58,8 +58,8 @@ def prefix_rules(ebnf: str, prefix: str) -> str:
                 k += 1
             nxt = ebnf[k] if k < n else ""
             is_kwarg = nxt == "=" and not ebnf.startswith("::=", k)
-            keep = nxt == "(" or is_kwarg or after_kwarg
-            out.append(ebnf[i:j] if keep else prefix + ebnf[i:j])
+            same = nxt == "(" or is_kwarg or after_kwarg or (keep and ebnf.startswith(keep, i))
+            out.append(ebnf[i:j] if same else prefix + ebnf[i:j])
             after_kwarg = is_kwarg
             i = j
             continue
@@ -97,3 +97,67 @@ def combine(grammars: Sequence, what: str):
     rules, roots = _parts(grammars, what)
     body = (" " if what == "concat" else " | ").join(roots)
     return Grammar.from_ebnf("\n".join([f"root ::= {body}"] + rules))
+
+
+# ---- named grammars of Grammar.from_lark ----
+
+
+def _checked_named(named_grammars) -> dict:
+    from .grammar import Grammar
+    from .lark import _NAMED_REF
+
+    if named_grammars is None:
+        return {}
+    if not isinstance(named_grammars, dict):
+        raise InvalidArgumentError(f"named_grammars must be a dict, got {type(named_grammars).__name__}")
+    for name, value in named_grammars.items():
+        if not isinstance(name, str) or not _NAMED_REF.fullmatch(name):
+            raise InvalidArgumentError(
+                f"named grammar name {name!r:.60} must be letters, digits, '_' and '-' (without the '@')")
+        if not isinstance(value, (Grammar, str)):
+            raise InvalidArgumentError(
+                f"named grammar {name!r} must be a Grammar or Lark text, got {type(value).__name__}")
+    return dict(named_grammars)
+
+
+def lark_with_named(lark_string: str, named_grammars) -> tuple:
+    """(EBNF, root) of a Lark grammar whose rules use ``@name`` for the grammars of
+    ``named_grammars`` (a Grammar, or Lark text with its own ``start``, its own
+    ``%ignore``, and ``@name`` references of its own).  Each grammar referred to,
+    directly or not, is converted once and added under ``named.<name>.`` with an
+    alias rule ``named.<name>`` for its root; a reference cycle is a GrammarError
+    naming the chain."""
+    from ._errors import GrammarError
+    from .lark import NAMED_PREFIX, lark_to_ebnf
+
+    named = _checked_named(named_grammars)
+    names = set(named)
+    used: set = set()
+    ebnf, root = lark_to_ebnf(lark_string, named=names, used=used)
+    blocks = [ebnf]
+    done: set = set()
+    chains = [(n, (n,)) for n in sorted(used)]
+    while chains:
+        name, chain = chains.pop()
+        if name in done:
+            continue
+        done.add(name)
+        prefix = f"{NAMED_PREFIX}{name}."
+        value = named[name]
+        if isinstance(value, str):
+            inner: set = set()
+            try:
+                text, inner_root = lark_to_ebnf(value, named=names, used=inner)
+            except GrammarError as e:
+                raise type(e)(f"in named grammar @{name}: {e}") from None
+            for ref in sorted(inner):
+                if ref in chain:
+                    raise GrammarError("named grammars refer to each other in a cycle: @"
+                                       + " -> @".join(chain[chain.index(ref):] + (ref,)))
+                chains.append((ref, chain + (ref,)))
+            # (its own rules get the prefix; its @references, named.<x>, stay shared)
+            text = prefix_rules(text, prefix, keep=NAMED_PREFIX)
+        else:
+            text, inner_root = prefix_rules(value._source, prefix), value._root
+        blocks += [f"{NAMED_PREFIX}{name} ::= {prefix}{inner_root}", text]
+    return "\n".join(blocks), root

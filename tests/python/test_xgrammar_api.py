@@ -437,3 +437,62 @@ def test_hf_is_reachable_without_its_own_import():
 
     assert issubclass(xgr.contrib.hf.LogitsProcessor, LogitsProcessor)
     assert xgr.hf is xgr.contrib.hf
+
+
+# ---- Lark named grammars ----
+
+ARGS_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+               "additionalProperties": False}
+TOOL_CALL = 'start: "<tool_call>" @arguments "</tool_call>" ":" @status'
+
+
+def _named(lib):
+    return {"arguments": lib.Grammar.from_json_schema(ARGS_SCHEMA), "status": 'start: "ok" | "cancelled"'}
+
+
+def test_named_grammars_as_xgrammar():
+    from xgrammar import testing as theirs
+
+    ours = xgr.Grammar.from_lark(TOOL_CALL, named_grammars=_named(xgr))
+    ref = xgrammar.Grammar.from_lark(TOOL_CALL, named_grammars=_named(xgrammar))
+    nested = {"a": 'start: "x" @b+', "b": 'start: B\nB: /[0-9]/', "c": xgr.Grammar.from_regex("z+")}
+    nested_ref = dict(nested, c=xgrammar.Grammar.from_regex("z+"))
+    cases = [
+        (ours, ref, ['<tool_call>{"city": "Paris"}</tool_call>:ok', '<tool_call>{"city":"x"}</tool_call>:cancelled',
+                     '<tool_call>{"city": 1}</tool_call>:ok', '<tool_call>{}</tool_call>:ok',
+                     '<tool_call>{"city": "x"}</tool_call>:maybe']),
+        (xgr.Grammar.from_lark('start: @a ("," @a)* @c?', named_grammars=nested),
+         xgrammar.Grammar.from_lark('start: @a ("," @a)* @c?', named_grammars=nested_ref),
+         ["x1", "x12,x3", "x1zz", "x", "x1,", "zz", "x1,x2z"]),
+    ]
+    for g, r, strings in cases:
+        for s in strings:
+            assert xt._is_grammar_accept_string(g, s) == theirs._is_grammar_accept_string(r, s), s
+
+
+@pytest.mark.parametrize("source,named,match", [
+    ("start: @a", {"a": 'start: "x" @b', "b": 'start: "y" @a'}, "cycle: @a -> @b -> @a"),
+    ("start: @a", {"a": 'start: "x" @a'}, "cycle: @a -> @a"),
+    ("start: @zz", {"a": 'start: "q"'}, "@zz is not a named grammar"),
+    ('start: A\nA: @a', {"a": 'start: "q"'}, "may only be used in rules"),
+    ('start: "a"\n%ignore @a', {"a": 'start: "q"'}, "%ignore takes terminals"),
+    ("start: @a", {"a": "start: ("}, "in named grammar @a"),
+])
+def test_named_grammar_errors(source, named, match):
+    with pytest.raises(xgr.GrammarError, match=match):
+        xgr.Grammar.from_lark(source, named_grammars=named)
+    with pytest.raises(RuntimeError):  # (xgrammar refuses each too)
+        xgrammar.Grammar.from_lark(source, named_grammars=named)
+
+
+def test_named_grammar_arguments_and_cache():
+    for bad in ([("a", "start: \"q\"")], {"a b": 'start: "q"'}, {"@a": 'start: "q"'}, {"a": 3}):
+        with pytest.raises(xgr.InvalidArgumentError):
+            xgr.Grammar.from_lark("start: @a", named_grammars=bad)
+    compiler = xgr.GrammarCompiler(xgr.TokenizerInfo(["x", "y", "q"]))
+    first = compiler.compile_lark("start: @a", named_grammars={"a": 'start: "x"'})
+    second = compiler.compile_lark("start: @a", named_grammars={"a": 'start: "y"'})
+    assert first is not second  # (the named grammars are part of the cache key)
+    assert compiler.compile_lark("start: @a", named_grammars={"a": 'start: "x"'}) is first
+    matcher = xgr.GrammarMatcher(second, terminate_without_stop_token=True)
+    assert not matcher.fork().accept_string("x") and matcher.accept_string("y") and matcher.is_terminated()
