@@ -433,7 +433,8 @@ class BatchGrammarMatcher:
         check(lib.xg2_batch_fill_masks(handles, len(matchers), first, rows, words, idx, self._threads))
 
     @staticmethod
-    def batch_accept_token(matchers: Sequence[GrammarMatcher], tokens: Sequence[int]) -> List[bool]:
+    def batch_accept_token(matchers: Sequence[GrammarMatcher], tokens: Sequence[int],
+                           debug_print: bool = False) -> List[bool]:
         """Accept tokens[i] in matchers[i] (on native threads); whether each was accepted."""
         matchers = list(matchers)
         if len(matchers) != len(tokens):
@@ -453,14 +454,18 @@ class BatchGrammarMatcher:
 
     @staticmethod
     def batch_accept_string(
-        matchers: Sequence[GrammarMatcher], strings: Sequence[Union[str, bytes]]
+        matchers: Sequence[GrammarMatcher], strings: Sequence[Union[str, bytes]], debug_print: bool = False
     ) -> List[bool]:
         if len(matchers) != len(strings):
             raise InvalidArgumentError(f"{len(strings)} strings for {len(matchers)} matchers")
         return [m.accept_string(s) for m, s in zip(matchers, strings)]
 
     @staticmethod
-    def batch_rollback(matchers: Sequence[GrammarMatcher], num_tokens: Sequence[int]) -> None:
+    def batch_rollback(matchers: Sequence[GrammarMatcher], num_tokens: Union[int, Sequence[int]] = 1) -> None:
+        """Roll each matcher back by ``num_tokens[i]`` steps (one int: the same for all)."""
+        if isinstance(num_tokens, (int, np.integer)) and not isinstance(num_tokens, bool):
+            num_tokens = [num_tokens] * len(matchers)
+        num_tokens = as_index_list(num_tokens, "num_tokens")
         if len(matchers) != len(num_tokens):
             raise InvalidArgumentError(f"{len(num_tokens)} counts for {len(matchers)} matchers")
         for m, n in zip(matchers, num_tokens):

@@ -496,3 +496,17 @@ def test_named_grammar_arguments_and_cache():
     assert compiler.compile_lark("start: @a", named_grammars={"a": 'start: "x"'}) is first
     matcher = xgr.GrammarMatcher(second, terminate_without_stop_token=True)
     assert not matcher.fork().accept_string("x") and matcher.accept_string("y") and matcher.is_terminated()
+
+
+def test_batch_calls_with_xgrammar_defaults():
+    compiled = xgr.GrammarCompiler(SMALL).compile_grammar('root ::= "a"*')
+    matchers = [xgr.GrammarMatcher(compiled) for _ in range(3)]
+    assert xgr.BatchGrammarMatcher.batch_accept_token(matchers, [0, 0, 0], debug_print=False) == [True] * 3
+    assert xgr.BatchGrammarMatcher.batch_accept_string(matchers, ["aa", "a", "b"], debug_print=False) == \
+        [True, True, False]
+    xgr.BatchGrammarMatcher.batch_rollback(matchers)  # (one step each, XGrammar's default)
+    assert [m.num_accepted_steps for m in matchers] == [1, 1, 0]
+    xgr.BatchGrammarMatcher.batch_rollback(matchers[:2], 1)
+    assert [m.num_accepted_steps for m in matchers] == [0, 0, 0]
+    with pytest.raises(xgr.InvalidArgumentError):
+        xgr.BatchGrammarMatcher.batch_rollback(matchers, True)
