@@ -432,6 +432,36 @@ def test_kernel_entry_points_as_xgrammar(name):
         ours(torch.zeros(2, 10), torch.zeros(2, 1, dtype=torch.int64))
 
 
+TRITON_CHECK = """
+import torch
+from xg2_plugin.kernels.apply_token_bitmask_inplace_cpu import apply_token_bitmask_inplace_cpu
+from xg2_plugin.kernels.apply_token_bitmask_inplace_triton import apply_token_bitmask_inplace_triton
+gen = torch.Generator().manual_seed(4)
+for vocab_size, indices in ((100, None), (70, [2, 0])):
+    logits = torch.randn(3, 100, generator=gen)
+    bitmask = torch.randint(-(2**31), 2**31, (3, 4), generator=gen, dtype=torch.int64).to(torch.int32)
+    a, b = logits.clone(), logits.clone()
+    apply_token_bitmask_inplace_cpu(a, bitmask, vocab_size, indices)
+    apply_token_bitmask_inplace_triton(b, bitmask, vocab_size, indices)
+    assert torch.equal(a, b) and bool(torch.isinf(a).any())
+print("same")
+"""
+
+
+def test_triton_entry_point_under_the_interpreter():
+    """(TRITON_INTERPRET must be set before triton is imported: a subprocess.)"""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
+    proc = subprocess.run([sys.executable, "-c", TRITON_CHECK], capture_output=True, text=True, env=env,
+                          timeout=600, cwd=root)
+    assert proc.returncode == 0 and proc.stdout.strip() == "same", proc.stderr[-3000:]
+
+
 def test_hf_is_reachable_without_its_own_import():
     from transformers import LogitsProcessor
 
