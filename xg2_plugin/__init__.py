@@ -25,18 +25,24 @@ def _stamp() -> dict:
 _frontend_build.use_current_sources(__name__, __path__[0], _stamp())
 
 from ._errors import (  # noqa: E402
+    DeserializeFormatError,
+    DeserializeVersionError,
     GrammarError,
     InternalError,
     InvalidArgumentError,
+    InvalidJSONError,
+    InvalidStructuralTagError,
     LimitExceededError,
     MatcherStateError,
     OutOfMemoryError,
     XG2Error,
 )
+from . import exception  # noqa: E402  (as xgrammar.exception)
 from ._native import lib as _lib
 from .compiler import CompiledGrammar, GrammarCompiler
 from .grammar import Grammar
 from .matcher import BatchGrammarMatcher, GrammarMatcher
+from .serialization import get_serialization_version
 from .tokenizer import TokenizerInfo, VocabType
 
 __version__ = "0.1.0"
@@ -78,10 +84,14 @@ def __getattr__(name):
         from . import bitmask
 
         return getattr(bitmask, name)
-    if name in ("testing", "contrib"):
+    if name in ("testing", "contrib", "kernels"):  # (lazy: testing imports torch)
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
+    if name == "hf":  # (xgr.hf, as XGrammar exports it; imports transformers)
+        from .contrib import hf
+
+        return hf
     raise AttributeError(f"module 'xg2_plugin' has no attribute {name!r}")
 
 
@@ -98,6 +108,14 @@ __all__ = [
     "structural_tag",
     "get_model_structural_tag",
     "register_model_structural_tag",
+    "exception",
+    "testing",
+    "hf",
+    "get_serialization_version",
+    "DeserializeFormatError",
+    "DeserializeVersionError",
+    "InvalidJSONError",
+    "InvalidStructuralTagError",
     "XG2Error",
     "GrammarError",
     "InvalidArgumentError",

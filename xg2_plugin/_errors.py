@@ -1,7 +1,11 @@
 """Status codes of the native core, mapped to Python exceptions.
 
 ORDER STATUS: the codes mirror the XG2_ERR_* block of native/include/xg2.h.
-Every exception also inherits the builtin a caller would naturally catch.
+Every exception also inherits the builtin a caller would naturally catch, and
+what XGrammar raises where engine code catches it: XGrammar raises RuntimeError
+for a bad grammar, schema, regex or argument, and SGLang's backend catches
+exactly that (``except RuntimeError``) to answer a bad request with an error
+instead of failing the batch.
 """
 
 import operator
@@ -14,14 +18,31 @@ class XG2Error(Exception):
     """Base class of every error raised by xg2_plugin."""
 
 
-class InvalidArgumentError(XG2Error, ValueError, TypeError):
+class InvalidArgumentError(XG2Error, ValueError, TypeError, RuntimeError):
     """An argument is out of range, of the wrong type or shape, or otherwise invalid.
 
     Also a ``TypeError``: a caller of the XGrammar API catches that for a wrong type."""
 
 
-class GrammarError(XG2Error, ValueError):
+class GrammarError(XG2Error, ValueError, RuntimeError):
     """The grammar (or the schema or regex it came from) is invalid."""
+
+
+class InvalidStructuralTagError(GrammarError):
+    """The structural tag is invalid (XGrammar's name; a ``GrammarError``)."""
+
+
+class InvalidJSONError(InvalidArgumentError):
+    """A text that must be JSON (a serialized object, a structural tag) is not."""
+
+
+class DeserializeFormatError(InvalidArgumentError):
+    """A serialized object is malformed, truncated, altered, of another kind, or
+    made for another tokenizer: see :mod:`xg2_plugin.serialization`."""
+
+
+class DeserializeVersionError(DeserializeFormatError):
+    """A serialized object has no version, or a version this library does not read."""
 
 
 class OutOfMemoryError(XG2Error, MemoryError):

@@ -173,6 +173,45 @@ class CompiledGrammar:
         return self._precompute_future
 
 
+    # ---- serialization (see xg2_plugin.serialization) ----
+
+    def serialize_json(self) -> str:
+        """This compiled grammar as JSON text: its grammar, a digest of its tokenizer
+        and its work limit.  Masks are not stored: they are computed again on use."""
+        from .serialization import dump
+
+        return dump("CompiledGrammar", {
+            "grammar": self._grammar._serial_body(),
+            "tokenizer_sha256": self._tokenizer_info._fingerprint(),
+            "max_step_work": self._max_step_work,
+        })
+
+    @staticmethod
+    def deserialize_json(json_str: str, tokenizer_info: TokenizerInfo) -> "CompiledGrammar":
+        """The compiled grammar :meth:`serialize_json` wrote, for ``tokenizer_info``,
+        which must be the tokenizer it was compiled for (``DeserializeFormatError``
+        otherwise).  The grammar is parsed again under the default compile budget."""
+        from .serialization import DeserializeFormatError, check_keys, field, load
+
+        kind = "CompiledGrammar"
+        if not isinstance(tokenizer_info, TokenizerInfo):
+            raise InvalidArgumentError("tokenizer_info must be a TokenizerInfo")
+        body = load(json_str, kind)
+        check_keys(body, kind, ("grammar", "tokenizer_sha256", "max_step_work"))
+        grammar_body = field(body, "grammar", kind, (dict,), "an object")
+        work = field(body, "max_step_work", kind, (int, type(None)), "an int or null")
+        if field(body, "tokenizer_sha256", kind, (str,), "hex text") != tokenizer_info._fingerprint():
+            raise DeserializeFormatError(
+                "the compiled grammar was serialized for another tokenizer than the one given "
+                f"(this one: vocab_size {tokenizer_info.vocab_size}, {tokenizer_info.vocab_type.name})")
+        try:
+            _check_step_work(work)
+        except InvalidArgumentError as e:
+            raise DeserializeFormatError(f"CompiledGrammar field 'max_step_work': {e}") from None
+        with _budget.compile_budget(_budget.DEFAULT_COMPILE_TIME_LIMIT_MS, _budget.DEFAULT_COMPILE_MEMORY_LIMIT_BYTES):
+            return CompiledGrammar(Grammar._from_serial_body(grammar_body, kind), tokenizer_info, work)
+
+
 class GrammarCompiler:
     """Compiles grammars for one tokenizer and caches the results.
 
@@ -379,10 +418,16 @@ class GrammarCompiler:
         """Any JSON object or array."""
         return self._cached(("builtin_json",), Grammar.builtin_json_grammar, (time_limit_ms, memory_limit_bytes))
 
-    def compile_lark(self, lark_string: str, *, time_limit_ms: Optional[float] = None,
+    def compile_lark(self, lark_string: str, *, named_grammars=None, time_limit_ms: Optional[float] = None,
                      memory_limit_bytes: Optional[int] = None) -> CompiledGrammar:
-        """Compile a Lark grammar (start rule ``start``); see :meth:`Grammar.from_lark`."""
-        return self._cached(("lark", lark_string), lambda: Grammar.from_lark(lark_string),
+        """Compile a Lark grammar (start rule ``start``; ``@name`` for the grammars of
+        ``named_grammars``); see :meth:`Grammar.from_lark`."""
+        from .grammar_ops import _checked_named
+
+        named = _checked_named(named_grammars)
+        key = tuple(sorted((k, v if isinstance(v, str) else (v._source, v._root)) for k, v in named.items()))
+        return self._cached(("lark", lark_string, key),
+                            lambda: Grammar.from_lark(lark_string, named_grammars=named or None),
                             (time_limit_ms, memory_limit_bytes))
 
     def compile_choices(self, choices, *, time_limit_ms: Optional[float] = None,

@@ -156,18 +156,27 @@ class Grammar:
         return Grammar.from_ebnf(_BUILTIN_JSON_EBNF)
 
     @staticmethod
-    def from_lark(lark_string: str) -> "Grammar":
+    def from_lark(lark_string: str, *, tokenizer_info=None, named_grammars=None) -> "Grammar":
         """A grammar from Lark syntax (the subset vLLM passes as a ``grammar`` request);
         the start rule is ``start``.  Raises ``GrammarError`` with the line and column in
         the Lark source (also as its ``line`` and ``column`` attributes) for invalid
         grammars and unsupported constructs.  See :mod:`xg2_plugin.lark` for the subset
-        and how ``%ignore`` is treated."""
+        and how ``%ignore`` is treated.
+
+        ``named_grammars`` (as XGrammar's): ``{name: Grammar or Lark text}``, used in
+        rules as ``@name`` (see :func:`xg2_plugin.grammar_ops.lark_with_named`).
+        ``tokenizer_info`` is accepted for XGrammar's signature: it only serves
+        XGrammar's special-token syntax, which xg2's Lark subset does not have."""
         from ._errors import XG2Error
-        from .lark import lark_to_ebnf
+        from .grammar_ops import lark_with_named
 
         if not isinstance(lark_string, str):
             raise InvalidArgumentError(f"lark_string must be a str, got {type(lark_string).__name__}")
-        ebnf, root = lark_to_ebnf(lark_string)
+        from .tokenizer import TokenizerInfo
+
+        if tokenizer_info is not None and not isinstance(tokenizer_info, TokenizerInfo):
+            raise InvalidArgumentError(f"tokenizer_info must be a TokenizerInfo or None, got {type(tokenizer_info).__name__}")
+        ebnf, root = lark_with_named(lark_string, named_grammars)
         try:
             return Grammar.from_ebnf(ebnf, root_rule_name=root)
         except XG2Error as e:  # a limit of the core, say; its position is in the EBNF
@@ -180,6 +189,46 @@ class Grammar:
         from .choice import choices_to_ebnf
 
         return Grammar.from_ebnf(choices_to_ebnf(choices))
+
+    @staticmethod
+    def concat(*grammars: "Grammar") -> "Grammar":
+        """The strings made of a string of each grammar in turn (XGrammar's ``concat``)."""
+        from .grammar_ops import combine
+
+        return combine(grammars, "concat")
+
+    @staticmethod
+    def union(*grammars: "Grammar") -> "Grammar":
+        """The strings of any of the grammars (XGrammar's ``union``)."""
+        from .grammar_ops import combine
+
+        return combine(grammars, "union")
+
+    def _serial_body(self) -> dict:
+        return {"ebnf": self._source, "root_rule_name": self._root}
+
+    def serialize_json(self) -> str:
+        """This grammar as JSON text: its EBNF source and root (see
+        :mod:`xg2_plugin.serialization`)."""
+        from .serialization import dump
+
+        return dump("Grammar", self._serial_body())
+
+    @staticmethod
+    def deserialize_json(json_string: str) -> "Grammar":
+        """The grammar :meth:`serialize_json` wrote, parsed again by the core."""
+        from .serialization import load
+
+        return Grammar._from_serial_body(load(json_string, "Grammar"), "Grammar")
+
+    @staticmethod
+    def _from_serial_body(body: dict, kind: str) -> "Grammar":
+        from .serialization import check_keys, field
+
+        check_keys(body, kind, ("ebnf", "root_rule_name"))
+        ebnf = field(body, "ebnf", kind, (str,), "EBNF text")
+        root = field(body, "root_rule_name", kind, (str,), "a rule name")
+        return Grammar.from_ebnf(ebnf, root_rule_name=root)
 
     @property
     def num_rules(self) -> int:

@@ -42,6 +42,9 @@ Supported
   imports.
 * ``%ignore X`` (a terminal, a literal, or an alternation of them), any number of times.
 * Comments ``// ...`` and ``# ...``; ``\\`` at the end of a line continues it.
+* ``@name`` in a rule: the grammar ``named_grammars[name]`` of :meth:`Grammar.from_lark`
+  (XGrammar's named grammars; a Grammar, or Lark text with its own ``start`` and
+  ``%ignore``), see :func:`xg2_plugin.grammar_ops.lark_with_named`.
 
 Not supported (``GrammarError`` naming the construct, with line and column): rule
 templates ``name{x, y}`` and their use, ``%declare``, ``%override``, ``%extend``, imports
@@ -562,7 +565,7 @@ class _Tok(NamedTuple):
     100k-rule grammar's tokens do not make every collection longer.)"""
 
     kind: str  # NL OR COLON LPAR RPAR LBRA RBRA LBRACE RBRACE COMMA DOT DOTDOT TILDE OP BANG
-    #            TO STRING REGEXP NAME NUMBER DIRECTIVE EOF
+    #            TO STRING REGEXP NAME NUMBER DIRECTIVE NAMED EOF
     value: str
     pos: Pos
     flags: str = ""
@@ -573,6 +576,7 @@ _PUNCT = {":": "COLON", "|": "OR", "(": "LPAR", ")": "RPAR", "[": "LBRA", "]": "
           "}": "RBRACE", ",": "COMMA", "~": "TILDE", "+": "OP", "*": "OP", "?": "OP", "!": "BANG"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RULE_NAME = re.compile(r"_?[a-z][_a-z0-9]*")
+_NAMED_REF = re.compile(r"[A-Za-z0-9_-]+")  # @name: a grammar of named_grammars (Grammar.from_lark)
 _TERM_NAME = re.compile(r"_?[A-Z][_A-Z0-9]*")
 _CONTINUATION = re.compile(r"\\[ \t]*\r?\n")
 _DIGITS = "0123456789"
@@ -626,6 +630,12 @@ class _Lexer:
                 if not m:
                     raise _error(self.pos(i), f"unexpected character {c!r}")
                 toks.append(_Tok("NAME", m.group(), self.pos(i)))
+                i = m.end()
+            elif c == "@":
+                m = _NAMED_REF.match(text, i + 1)
+                if not m:
+                    raise _error(self.pos(i), "expected a named grammar's name after '@'")
+                toks.append(_Tok("NAMED", m.group(), self.pos(i)))
                 i = m.end()
             elif text.startswith("->", i):
                 toks.append(_Tok("TO", "->", self.pos(i)))
@@ -904,7 +914,7 @@ class _Parser:
     def expansion(self) -> tuple:
         start = self.peek().pos
         items = []
-        while self.peek().kind in ("STRING", "REGEXP", "NAME", "LPAR", "LBRA"):
+        while self.peek().kind in ("STRING", "REGEXP", "NAME", "LPAR", "LBRA", "NAMED"):
             items.append(self.expr())
         if self.peek().kind in ("OP", "TILDE"):
             raise _error(self.peek().pos, f"misplaced operator {self.peek().value!r}")
@@ -956,6 +966,8 @@ class _Parser:
             return ("lit", value, tok.flags == "i", tok.pos)
         if tok.kind == "REGEXP":
             return ("re", tok.value, tok.flags, tok.raw, tok.pos)
+        if tok.kind == "NAMED":
+            return ("named", tok.value, tok.pos)
         if tok.kind == "NAME":
             _name_kind(tok)
             if self.peek().kind == "LBRACE":
@@ -1008,10 +1020,12 @@ def _walk(expr):
 
 
 class _Converter:
-    def __init__(self, parser: _Parser, start: str) -> None:
+    def __init__(self, parser: _Parser, start: str, named: Optional[Set[str]] = None) -> None:
         self.p = parser
         self.start = start
         self.common_used: Set[str] = set()
+        self.named = named or set()  # the names @name may use
+        self.named_used: Set[str] = set()
 
     def ebnf_name(self, name: str) -> str:
         if name in self.p.imports:
@@ -1026,6 +1040,8 @@ class _Converter:
         for name in p.order:
             d = p.defs[name]
             for node in _walk(d.expr):
+                if node[0] == "named":
+                    self.check_named(node, d)
                 if node[0] != "name":
                     continue
                 ref = node[1]
@@ -1036,6 +1052,8 @@ class _Converter:
                     raise _error(node[2], f"rules are not allowed inside terminals (rule '{ref}' in terminal {name})")
         for expr in p.ignores:
             for node in _walk(expr):
+                if node[0] == "named":
+                    raise _error(node[2], f"%ignore takes terminals, not the named grammar @{node[1]}")
                 if node[0] == "name":
                     if node[1] not in p.defs and node[1] not in p.imports:
                         raise _error(node[2], f"Terminal '{node[1]}' is used but not defined (in %ignore)")
@@ -1045,6 +1063,14 @@ class _Converter:
         if self.start not in p.defs or p.defs[self.start].kind != "rule":
             raise _error((1, 1), f"the grammar has no start rule '{self.start}'")
         self.check_productive()
+
+    def check_named(self, node, d: _Def) -> None:
+        if d.kind == "term":
+            raise _error(node[2], f"@{node[1]} in terminal {d.name}: named grammars may only be used in rules")
+        if node[1] not in self.named:
+            given = ", ".join(sorted(self.named)) or "none"
+            raise _error(node[2], f"@{node[1]} is not a named grammar (named_grammars gives: {given:.200})")
+        self.named_used.add(node[1])
 
     def check_terminal_recursion(self) -> None:
         p = self.p
@@ -1248,7 +1274,9 @@ class _Converter:
             return e[1], "atom"
         # a terminal-level atom
         kind = "atom"
-        if tag == "name":
+        if tag == "named":
+            text = NAMED_PREFIX + e[1]  # (an alias rule, written by the caller: grammar_ops)
+        elif tag == "name":
             if e[1] in self.p.imports:
                 self.use_common(self.p.imports[e[1]][0])
             text = self.ebnf_name(e[1])
@@ -1304,7 +1332,11 @@ class _Converter:
         return f'{head} ([^{q}\\\\\\n] | "\\\\" [^\\n])* {tail}'
 
 
-def lark_to_ebnf(lark_string: str, *, start: str = "start") -> Tuple[str, str]:
+NAMED_PREFIX = "named."
+
+
+def lark_to_ebnf(lark_string: str, *, start: str = "start", named: Optional[Set[str]] = None,
+                 used: Optional[Set[str]] = None) -> Tuple[str, str]:
     """Convert a Lark grammar to xg2 EBNF.
 
     Returns ``(ebnf_text, root_rule_name)``, ready for
@@ -1319,6 +1351,10 @@ def lark_to_ebnf(lark_string: str, *, start: str = "start") -> Tuple[str, str]:
     try:
         parser = _Parser(_Lexer(lark_string).tokens())
         parser.parse()
-        return _Converter(parser, start).convert()
+        converter = _Converter(parser, start, named)
+        out = converter.convert()
+        if used is not None:  # (the named grammars @name referred to, for the caller to add)
+            used.update(converter.named_used)
+        return out
     except RecursionError:  # (a safety net: nesting is bounded where it is parsed)
         raise GrammarError("the grammar nests too deeply to convert") from None

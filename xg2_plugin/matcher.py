@@ -244,6 +244,36 @@ class GrammarMatcher:
         check(lib.xg2_matcher_fill_mask(self._handle, view.row(index), self._words, need))
         return bool(need[0])
 
+    def traverse_draft_tree(
+        self,
+        retrieve_next_token: Any,
+        retrieve_next_sibling: Any,
+        draft_tokens: Any,
+        token_bitmask: Any,
+        time_threshold: float = -1.0,
+        temperatures: Any = None,
+    ) -> bool:
+        """Fill the mask of every node of a speculative draft tree (XGrammar's
+        ``traverse_draft_tree``; SGLang's EAGLE tree verification).
+
+        Node 0 is the token the target model just produced (already accepted);
+        ``retrieve_next_token[i]`` is node i's first child and
+        ``retrieve_next_sibling[i]`` its next sibling (-1: none); ``draft_tokens[i]``
+        is node i's token.  Depth first from node 0, a node whose token its parent's
+        mask allows is accepted, its row of ``token_bitmask`` (one row per node)
+        filled with the mask after it, its children visited, and it is rolled back;
+        the row of a node not allowed, not accepted or after which the grammar is
+        terminated is all zeros; rows of nodes never reached are left as they were.
+        The matcher ends as it began.  Returns False if ``time_threshold`` seconds
+        (> 0) passed before the tree was done (the matcher is then rolled back too).
+        ``temperatures``, if given, gets -1 for every node: xg2 grammars set no
+        temperature.  A malformed tree (an index out of range, a node reached
+        twice, a root with siblings) is an ``InvalidArgumentError``."""
+        from ._draft_tree import traverse
+
+        return traverse(self, retrieve_next_token, retrieve_next_sibling, draft_tokens,
+                        token_bitmask, time_threshold, temperatures)
+
     def find_jump_forward_string(self) -> str:
         """The longest string every valid continuation starts with, in whole characters.
 
@@ -403,7 +433,8 @@ class BatchGrammarMatcher:
         check(lib.xg2_batch_fill_masks(handles, len(matchers), first, rows, words, idx, self._threads))
 
     @staticmethod
-    def batch_accept_token(matchers: Sequence[GrammarMatcher], tokens: Sequence[int]) -> List[bool]:
+    def batch_accept_token(matchers: Sequence[GrammarMatcher], tokens: Sequence[int],
+                           debug_print: bool = False) -> List[bool]:
         """Accept tokens[i] in matchers[i] (on native threads); whether each was accepted."""
         matchers = list(matchers)
         if len(matchers) != len(tokens):
@@ -423,14 +454,18 @@ class BatchGrammarMatcher:
 
     @staticmethod
     def batch_accept_string(
-        matchers: Sequence[GrammarMatcher], strings: Sequence[Union[str, bytes]]
+        matchers: Sequence[GrammarMatcher], strings: Sequence[Union[str, bytes]], debug_print: bool = False
     ) -> List[bool]:
         if len(matchers) != len(strings):
             raise InvalidArgumentError(f"{len(strings)} strings for {len(matchers)} matchers")
         return [m.accept_string(s) for m, s in zip(matchers, strings)]
 
     @staticmethod
-    def batch_rollback(matchers: Sequence[GrammarMatcher], num_tokens: Sequence[int]) -> None:
+    def batch_rollback(matchers: Sequence[GrammarMatcher], num_tokens: Union[int, Sequence[int]] = 1) -> None:
+        """Roll each matcher back by ``num_tokens[i]`` steps (one int: the same for all)."""
+        if isinstance(num_tokens, (int, np.integer)) and not isinstance(num_tokens, bool):
+            num_tokens = [num_tokens] * len(matchers)
+        num_tokens = as_index_list(num_tokens, "num_tokens")
         if len(matchers) != len(num_tokens):
             raise InvalidArgumentError(f"{len(num_tokens)} counts for {len(matchers)} matchers")
         for m, n in zip(matchers, num_tokens):

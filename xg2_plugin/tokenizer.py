@@ -365,6 +365,70 @@ class TokenizerInfo:
             special_token_ids=meta.get("special_token_ids"),
         )
 
+    # ---- serialization (see xg2_plugin.serialization) ----
+
+    def _serial_body(self) -> dict:
+        """The decoded bytes of the real tokens and every id list: decoding them
+        again as RAW gives the core exactly this vocabulary back."""
+        from .serialization import b64_text
+
+        tokens = self.decoded_vocab[: int(lib.xg2_vocab_num_tokens(self._handle))]
+        return {
+            "vocab_type": self._vocab_type.value,
+            "vocab_size": self.vocab_size,
+            "add_prefix_space": self._add_prefix_space,
+            "stop_token_ids": self.stop_token_ids,
+            "special_token_ids": self.special_token_ids,
+            "token_lengths": [len(t) for t in tokens],
+            "token_bytes": b64_text(b"".join(tokens)),
+        }
+
+    def _fingerprint(self) -> str:
+        """A digest of the vocabulary and its ids (what a compiled grammar is bound to)."""
+        cached = self.__dict__.get("_fingerprint_hex")
+        if cached is None:
+            from .serialization import _digest
+
+            cached = self._fingerprint_hex = _digest("TokenizerInfo", self._serial_body())
+        return cached
+
+    def serialize_json(self) -> str:
+        """This tokenizer as JSON text (:mod:`xg2_plugin.serialization`)."""
+        from .serialization import dump
+
+        return dump("TokenizerInfo", self._serial_body())
+
+    @staticmethod
+    def deserialize_json(json_string: str) -> "TokenizerInfo":
+        """The tokenizer :meth:`serialize_json` wrote; a malformed, altered or foreign
+        payload raises ``DeserializeFormatError`` / ``DeserializeVersionError`` /
+        ``InvalidJSONError`` (all ``ValueError`` and ``RuntimeError``)."""
+        from .serialization import DeserializeFormatError, b64, check_keys, field, int_list, load
+
+        kind = "TokenizerInfo"
+        body = load(json_string, kind)
+        check_keys(body, kind, ("vocab_type", "vocab_size", "add_prefix_space", "stop_token_ids",
+                                "special_token_ids", "token_lengths", "token_bytes"))
+        type_value = field(body, "vocab_type", kind, (int,), "an int")
+        if type_value not in [t.value for t in VocabType]:
+            raise DeserializeFormatError(f"TokenizerInfo field 'vocab_type' is {type_value}, no VocabType")
+        vocab_size = field(body, "vocab_size", kind, (int,), "an int")
+        prefix = field(body, "add_prefix_space", kind, (bool,), "a bool")
+        lengths, data = int_list(body, "token_lengths", kind), b64(body, "token_bytes", kind)
+        if not 0 < vocab_size <= MAX_VOCAB_SIZE or len(lengths) > vocab_size:
+            raise DeserializeFormatError(f"TokenizerInfo has {len(lengths)} tokens for vocab_size {vocab_size}")
+        if any(n < 0 for n in lengths) or sum(lengths) != len(data):
+            raise DeserializeFormatError("TokenizerInfo token lengths do not add up to its token bytes")
+        ends = np.cumsum(lengths, dtype=np.int64).tolist()
+        tokens = [data[end - n:end] for n, end in zip(lengths, ends)]
+        info = TokenizerInfo(
+            tokens, VocabType.RAW, vocab_size=vocab_size,
+            stop_token_ids=int_list(body, "stop_token_ids", kind),
+            special_token_ids=int_list(body, "special_token_ids", kind),
+        )
+        info._vocab_type, info._add_prefix_space = VocabType(type_value), prefix
+        return info
+
     def __repr__(self) -> str:
         return (
             f"TokenizerInfo(vocab_type={self._vocab_type.name}, vocab_size={self.vocab_size}, "

@@ -617,7 +617,9 @@ ERRORS = [
     ('start: "\\x4"', 1, 8, "hex digits"),
     ('start: a\n%ignore a\na: "x"', 2, 9, "%ignore takes terminals"),
     ('?X: "a"', 1, 1, "apply to rules"),
-    ('start: "a" @', 1, 12, "unexpected character"),
+    ('start: "a" @', 1, 12, "expected a named grammar's name after '@'"),
+    ('start: "a" @x', 1, 12, "@x is not a named grammar (named_grammars gives: none)"),
+    ('start: "a" `', 1, 12, "unexpected character"),
 ]
 
 

@@ -1,0 +1,19 @@
+"""XGrammar's ``xgrammar.kernels.apply_token_bitmask_inplace_triton`` entry point: for
+CUDA tensors, the Triton kernel of triton_apply.py (CPU tensors only under TRITON_INTERPRET=1).  The arguments are checked as by
+:func:`xg2_plugin.apply_token_bitmask_inplace` (a bad one: ``InvalidArgumentError``)."""
+
+from typing import List, Optional, Union
+
+import torch
+
+from ..bitmask import apply_token_bitmask_inplace
+
+
+def apply_token_bitmask_inplace_triton(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    vocab_size: Optional[int] = None,
+    indices: Optional[Union[List[int], torch.Tensor]] = None,
+) -> None:
+    """Set ``logits[r, t] = -inf`` where bit t of ``bitmask[r]`` is 0, in place."""
+    apply_token_bitmask_inplace(logits, bitmask, vocab_size=vocab_size, indices=indices, backend="triton")
