@@ -91,6 +91,10 @@ def _patch_config() -> None:
     validator.func = validate
     cls._validate_structured_output_config = validate
     rebuild_dataclass(cls, force=True)
+    # VllmConfig holds a copy of the old schema and re-validates the field with it
+    from vllm.config import vllm as vllm_mod
+
+    rebuild_dataclass(_need(vllm_mod, "VllmConfig"), force=True)
 
 
 # ---- 2. request-time validation ----
