@@ -124,10 +124,8 @@ def compile_spec(compiler: "xg2.GrammarCompiler", request_type: StructuredOutput
 def tokenizer_info(tokenizer: Any, vocab_size: int) -> "xg2.TokenizerInfo":
     """The tokenizer's vocabulary padded to the model's (vocab_size: the mask width).
     Special tokens are never matched as text, so JSON never contains one."""
-    try:
-        from vllm.utils.mistral import is_mistral_tokenizer
-    except ImportError:  # (vLLM 0.32 keeps it in transformers_utils)
-        from vllm.transformers_utils.tokenizer import is_mistral_tokenizer  # type: ignore
+    from vllm.utils.mistral import is_mistral_tokenizer
+
     if is_mistral_tokenizer(tokenizer):
         kind = xg2.VocabType.RAW if tokenizer.is_tekken else xg2.VocabType.BYTE_FALLBACK
         return xg2.TokenizerInfo(list(tokenizer.vocab), kind, vocab_size=vocab_size,

