@@ -38,12 +38,13 @@ def _cache_limit_bytes() -> int:
 
 def _compact_json(node: Any) -> None:
     """Every JSON a structural tag constrains written without whitespace: each
-    json_schema format gets max_whitespace_cnt 0 unless it sets its own."""
+    json_schema format gets max_whitespace_cnt 0 unless it sets a number (vLLM's own
+    tags spell out `"max_whitespace_cnt": null`)."""
     if isinstance(node, list):
         for item in node:
             _compact_json(item)
     elif isinstance(node, dict):
-        if node.get("type") == "json_schema" and "max_whitespace_cnt" not in node:
+        if node.get("type") == "json_schema" and node.get("max_whitespace_cnt") is None:
             node["max_whitespace_cnt"] = 0
         for key, value in node.items():
             if key != "json_schema":  # (a schema, not a format)
