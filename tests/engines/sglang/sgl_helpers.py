@@ -1,0 +1,26 @@
+"""Helpers of the SGLang suite (imported by its tests and conftest)."""
+from __future__ import annotations
+
+import argparse
+
+
+def server_args(*extra: str):
+    from sglang.srt.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    ns = parser.parse_args(["--model-path", "unused-model", "--grammar-backend", "xg2", *extra])
+    return ns
+
+
+def compiled(backend, key_type: str, key_string: str):
+    """Compile as SGLang does (its dispatch), failing the test on an invalid object."""
+    from sglang.srt.constrained.base_grammar_backend import InvalidGrammarObject
+
+    grammar = backend._init_value_dispatch((key_type, key_string), False)
+    assert not isinstance(grammar, InvalidGrammarObject), grammar.error_message
+    return grammar
+
+
+def encode(tokenizer, text: str):
+    return tokenizer.encode(text, add_special_tokens=False)
