@@ -37,6 +37,7 @@ MAX_ROLLBACK_TOKENS = 200
 # Bound of everything the backend caches: SGLang's own per-key cache of grammar
 # objects (unbounded upstream) and the compiler's caches, in bytes.
 DEFAULT_CACHE_BYTES = int(os.environ.get("XG2_SGLANG_CACHE_BYTES", 512 << 20))
+_ENTRY_OVERHEAD = 512  # bytes counted per cached entry beyond its key and compiled grammar
 _ANY_JSON = "$$ANY$$"  # SGLang's key for "any JSON value" (json_object without a schema)
 
 
@@ -248,7 +249,8 @@ class XG2GrammarBackend(BaseGrammarBackend):
         return super().get_cached_or_future_value(key, require_reasoning)
 
     def set_cache(self, key, value) -> None:
-        size = getattr(value, "memory_size_bytes", 0)
+        # (SGLang also caches failures: their keys count, so many bad specs stay bounded too)
+        size = _ENTRY_OVERHEAD + len(key[0]) + len(key[1]) + getattr(value, "memory_size_bytes", 0)
         limit = self.cache_limit_bytes // 2
         with self._cache_lock:
             if key in self.cache:
@@ -279,10 +281,13 @@ class XG2GrammarBackend(BaseGrammarBackend):
     def _compile(self, key_type: str, key_string: str, what: str, compile_fn) -> BaseGrammarObject:
         try:
             compiled = compile_fn()
-        except (xgr.XG2Error, ValueError, TypeError, RecursionError) as e:
+        except (xgr.XG2Error, ValueError, RecursionError) as e:
             # (a bad spec fails this request only, with the reason, as an HTTP 400)
             logger.info("xg2: invalid %s: %s", what, e)
             return InvalidGrammarObject(f"xg2: invalid {what}: {e}")
+        except Exception as e:  # (a malformed spec the front-end did not foresee: same, logged)
+            logger.exception("xg2: unexpected error compiling a %s", what)
+            return InvalidGrammarObject(f"xg2: invalid {what}: {type(e).__name__}: {e}")
         return XG2Grammar(compiled, self.stop_tokens, (key_type, key_string),
                           GrammarStats(dispatch_type=key_type))
 

@@ -130,6 +130,7 @@ def test_batched_fill_is_one_native_call_equal_to_row_fills(backend, tokenizer, 
     ("ebnf", 'root ::= "a" undefined_rule', "undefined_rule"),
     ("ebnf", "start: \"a\" missing_rule", "missing_rule"),
     ("structural_tag", "{not json", "structural tag"),
+    ("structural_tag", '{"structures": [{"schema": {}}], "triggers": ["<a"]}', "KeyError"),
 ])
 def test_invalid_specs_are_invalid_grammar_objects_with_the_reason(backend, key_type, spec, where):
     from sglang.srt.constrained.base_grammar_backend import InvalidGrammarObject
@@ -204,5 +205,12 @@ def test_sglang_cache_is_bounded_in_bytes(tokenizer, vocab_size):
     assert sum(sizes) > (1 << 16) // 2, "the test must overflow the bound to prove eviction"
     assert len(small.cache) < 40
     assert ("regex", "(a|b){40}c[0-9]{2,42}") in small.cache  # the newest stays
+    # SGLang caches failures too (InvalidGrammarObject): their keys count against the bound
+    from sglang.srt.constrained.base_grammar_backend import InvalidGrammarObject
+
+    for n in range(200):
+        small.set_cache(("json", "x" * 1000 + str(n)), InvalidGrammarObject("bad"))
+        assert small.cache_bytes <= (1 << 16) // 2
+    assert len(small.cache) < 100
     small.reset()
     assert small.cache_bytes == 0 and not small.cache
