@@ -41,6 +41,13 @@ _ENTRY_OVERHEAD = 512  # bytes counted per cached entry beyond its key and compi
 _ANY_JSON = "$$ANY$$"  # SGLang's key for "any JSON value" (json_object without a schema)
 
 
+class _Collecting(threading.local):
+    rows = None  # (mask, [(matcher, row)]) while fill_vocab_mask_batched gathers its rows
+
+
+_collecting = _Collecting()
+
+
 def _allocate(vocab_size: int, batch_size: int) -> torch.Tensor:
     # All allowed (-1) to start: rows SGLang does not fill stay unconstrained.  Pinned
     # where a GPU exists, so the host-to-device copy can really be non-blocking.
@@ -137,23 +144,35 @@ class XG2Grammar(BaseGrammarObject):
         return _allocate(vocab_size, batch_size)
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        pending = _collecting.rows
+        if pending is not None and pending[0] is vocab_mask:  # (inside a batched fill: later, at once)
+            pending[1].append((self.matcher, idx))
+            return
         self.matcher.fill_next_token_bitmask(vocab_mask, idx)
 
     @staticmethod
     def fill_vocab_mask_batched(entries: List[GrammarRow], vocab_mask: torch.Tensor) -> None:
         """All of a step's xg2 rows in ONE native call (threads in the core, the GIL
-        released); rows of other grammar objects (a reasoning wrapper) one by one."""
-        ours = [e for e in entries if type(e.grammar) is XG2Grammar]
+        released).  A wrapper (SGLang's reasoning object) fills its row through its own
+        fill_vocab_mask; where that only calls ours, the row joins the batch."""
+        pending: Tuple[torch.Tensor, list] = (vocab_mask, [])
         for e in entries:
-            if type(e.grammar) is not XG2Grammar:
-                e.grammar.fill_vocab_mask(vocab_mask, e.row)
-        if not ours:
-            return
-        with XG2Grammar._batch_lock:
-            if XG2Grammar._batch is None:
-                XG2Grammar._batch = xgr.BatchGrammarMatcher()
-            XG2Grammar._batch.batch_fill_next_token_bitmask(
-                [e.grammar.matcher for e in ours], vocab_mask, indices=[e.row for e in ours])
+            grammar = e.grammar
+            if type(grammar) is XG2Grammar:
+                pending[1].append((grammar.matcher, e.row))
+                continue
+            # (a wrapper that edits the row after our fill must see it filled: no deferral)
+            _collecting.rows = pending if getattr(grammar, "defers_inner_fill", False) else None
+            try:
+                grammar.fill_vocab_mask(vocab_mask, e.row)
+            finally:
+                _collecting.rows = None
+        if pending[1]:
+            with XG2Grammar._batch_lock:
+                if XG2Grammar._batch is None:
+                    XG2Grammar._batch = xgr.BatchGrammarMatcher()
+                XG2Grammar._batch.batch_fill_next_token_bitmask(
+                    [m for m, _ in pending[1]], vocab_mask, indices=[r for _, r in pending[1]])
 
     @staticmethod
     def reset_vocab_mask(vocab_mask: torch.Tensor) -> None:

@@ -62,6 +62,9 @@ def create_backend(server_args, tokenizer, vocab_size: int, eos_token_ids=None):
     from sglang.srt.constrained.reasoner_grammar_backend import ReasonerGrammarBackend
     from sglang.srt.parser.reasoning_parser import ReasoningParser
 
+    if hasattr(ReasonerGrammarBackend, "_make_grammar_object"):  # (keeps our one-call batched fill)
+        from .sglang_reasoning import XG2ReasonerBackend as ReasonerGrammarBackend
+
     parser = ReasoningParser(model_type=parser_name, stream_reasoning=False, tokenizer=tokenizer)
     if not parser.detector.get_think_end_token_ids(tokenizer):  # (as SGLang: no end, no wrap)
         return backend

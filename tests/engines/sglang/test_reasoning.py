@@ -5,6 +5,7 @@ filter keeps the parser's excluded tokens out of the thinking."""
 import json
 
 import pytest
+import torch
 from sgl_helpers import encode, server_args
 
 SCHEMA = json.dumps({"type": "object", "properties": {"answer": {"type": "integer"}},
@@ -35,7 +36,7 @@ def test_factory_wraps_itself_under_a_reasoning_parser(reasoner):
     from sglang.srt.constrained.reasoner_grammar_backend import ReasonerGrammarBackend
     from xg2_plugin.adapters.sglang_backend import XG2GrammarBackend
 
-    assert type(reasoner) is ReasonerGrammarBackend
+    assert isinstance(reasoner, ReasonerGrammarBackend)  # SGLang's wrap (our subclass: batched fill)
     assert type(reasoner.grammar_backend) is XG2GrammarBackend
 
 
@@ -44,7 +45,7 @@ def test_thinking_is_free_then_the_grammar_applies(reasoner, tokenizer, vocab_si
 
     key = ("json", SCHEMA)
     first = reasoner._init_value_dispatch(key, True)
-    assert type(first) is ReasonerGrammarObject
+    assert isinstance(first, ReasonerGrammarObject)
     reasoner.set_cache(key, first.copy())
     g, hit = reasoner.get_cached_or_future_value(key, True)  # as GrammarManager takes it
     assert hit and g is not first
@@ -87,3 +88,33 @@ def test_strict_thinking_filters_with_our_token_filter(factory, tokenizer, vocab
         assert not bit(mask, t)
     allowed = [t for t in range(0, vocab_size, 997) if t not in excluded]
     assert all(bit(mask, t) for t in allowed)
+
+
+def test_batched_fill_under_the_wrap_is_one_native_call(reasoner, tokenizer, vocab_size, monkeypatch):
+    """Rows in their answer join one native call; a thinking row stays free; the result is
+    what SGLang's per-row fills give."""
+    from sglang.srt.constrained.base_grammar_backend import BaseGrammarObject, GrammarRow
+    from xg2_plugin import BatchGrammarMatcher
+
+    grammars = []
+    for spec, answer in ((SCHEMA, '{"ans'), ("[0-9]+", "12"), ('{"type": "object"}', None)):
+        g = reasoner._init_value_dispatch(("regex" if spec == "[0-9]+" else "json", spec), True).copy()
+        g.maybe_init_reasoning(True)
+        for t in encode(tokenizer, "hmm"):
+            g.accept_token(t)
+        if answer is not None:  # (the third keeps thinking)
+            for t in reasoner.think_end_ids + encode(tokenizer, answer):
+                g.accept_token(t)
+        grammars.append(g)
+    entries = [GrammarRow(r, g) for r, g in zip((2, 0, 3), grammars)]
+    calls = []
+    real = BatchGrammarMatcher.batch_fill_next_token_bitmask
+    monkeypatch.setattr(BatchGrammarMatcher, "batch_fill_next_token_bitmask",
+                        lambda self, m, *a, **k: calls.append(len(m)) or real(self, m, *a, **k))
+    batched = grammars[0].allocate_vocab_mask(vocab_size, 4, "cpu")
+    grammars[0].fill_vocab_mask_batched(entries, batched)
+    assert calls == [2]
+    looped = grammars[0].allocate_vocab_mask(vocab_size, 4, "cpu")
+    BaseGrammarObject.fill_vocab_mask_batched(entries, looped)  # SGLang's own loop
+    assert torch.equal(batched, looped)
+    assert bool((batched[3] == -1).all()) and not bool((batched[2] == -1).all())
