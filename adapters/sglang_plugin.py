@@ -43,6 +43,18 @@ def register() -> None:
         register_backend(NAME, create_backend)
 
 
+def _setting(server_args, name: str, default=None):
+    """A server setting: the resolved one in a running scheduler (where `--reasoning-parser
+    auto` has become a parser's name), else the raw ServerArgs (a process that published
+    no config, such as a test)."""
+    try:
+        from sglang.srt.runtime_context import get_serving
+
+        return getattr(get_serving(), name)
+    except (ImportError, ValueError, AttributeError):  # (ValueError: "namespace not published")
+        return getattr(server_args, name, default)
+
+
 def create_backend(server_args, tokenizer, vocab_size: int, eos_token_ids=None):
     """SGLang's factory signature.  SGLang returns a registered backend as it is, never
     wrapped for reasoning: with `--reasoning-parser` this wraps itself, so the thinking
@@ -53,10 +65,10 @@ def create_backend(server_args, tokenizer, vocab_size: int, eos_token_ids=None):
         tokenizer,
         vocab_size,
         eos_token_ids,
-        any_whitespace=not getattr(server_args, "constrained_json_disable_any_whitespace", False),
-        max_whitespace_cnt=getattr(server_args, "constrained_json_max_whitespace_cnt", None),
+        any_whitespace=not _setting(server_args, "constrained_json_disable_any_whitespace", False),
+        max_whitespace_cnt=_setting(server_args, "constrained_json_max_whitespace_cnt"),
     )
-    parser_name = getattr(server_args, "reasoning_parser", None)
+    parser_name = _setting(server_args, "reasoning_parser")
     if not parser_name:
         return backend
     from sglang.srt.constrained.reasoner_grammar_backend import ReasonerGrammarBackend
@@ -69,4 +81,4 @@ def create_backend(server_args, tokenizer, vocab_size: int, eos_token_ids=None):
     if not parser.detector.get_think_end_token_ids(tokenizer):  # (as SGLang: no end, no wrap)
         return backend
     return ReasonerGrammarBackend(backend, parser, tokenizer,
-                                  enable_strict_thinking=bool(getattr(server_args, "enable_strict_thinking", False)))
+                                  enable_strict_thinking=bool(_setting(server_args, "enable_strict_thinking", False)))

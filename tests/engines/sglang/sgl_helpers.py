@@ -5,12 +5,13 @@ import argparse
 
 
 def server_args(*extra: str):
+    """A ServerArgs from SGLang's own command line parser and from_cli_args."""
     from sglang.srt.server_args import ServerArgs
 
     parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
     ns = parser.parse_args(["--model-path", "unused-model", "--grammar-backend", "xg2", *extra])
-    return ns
+    return ServerArgs.from_cli_args(ns)
 
 
 def compiled(backend, key_type: str, key_string: str):

@@ -39,12 +39,11 @@ def test_register_is_idempotent(factory):
 def test_grammar_backend_flag_accepts_xg2(factory):
     from sglang.srt.server_args import ServerArgs
 
-    ns = server_args()
-    assert ns.grammar_backend == "xg2"
+    args = server_args()
+    assert type(args) is ServerArgs and args.grammar_backend == "xg2"
     # the choices are enforced: a name nobody registered is refused by the same parser
     with pytest.raises(SystemExit):
         server_args("--grammar-backend", "xg3")
-    assert hasattr(ServerArgs, "from_cli_args")
 
 
 def test_missing_hook_fails_loudly_with_the_version(monkeypatch, factory):
