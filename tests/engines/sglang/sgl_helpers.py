@@ -25,3 +25,22 @@ def compiled(backend, key_type: str, key_string: str):
 
 def encode(tokenizer, text: str):
     return tokenizer.encode(text, add_special_tokens=False)
+
+
+def sglang_function(relative_path: str, name: str):
+    """One function of SGLang's own source, by name, without importing its module (some
+    modules import torchvision, which the CPU venv does not have).  Its body runs
+    unchanged, with torch and typing in scope."""
+    import ast
+    import typing
+    from pathlib import Path
+
+    import sglang
+    import torch
+
+    path = Path(sglang.__file__).parent / relative_path
+    tree = ast.parse(path.read_text())
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    scope = {"torch": torch, **{k: getattr(typing, k) for k in typing.__all__}}
+    exec(compile(ast.Module([node], []), str(path), "exec"), scope)
+    return scope[name]

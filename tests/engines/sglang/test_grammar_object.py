@@ -5,7 +5,7 @@ import json
 
 import pytest
 import torch
-from sgl_helpers import compiled, encode
+from sgl_helpers import compiled, encode, sglang_function
 
 SCHEMA = json.dumps({"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
                                                        "age": {"type": "integer"}},
@@ -214,3 +214,35 @@ def test_sglang_cache_is_bounded_in_bytes(tokenizer, vocab_size):
     assert len(small.cache) < 100
     small.reset()
     assert small.cache_bytes == 0 and not small.cache
+
+
+
+def test_speculative_draft_tree_through_sglang_traverse_tree(backend, tokenizer, vocab_size):
+    """EAGLE's mask over a draft tree: SGLang's own traverse_tree walks it with accept /
+    fill / rollback(1) on our object.  Each accepted node's row is the mask after its path;
+    a refused node's row stays all-allowed; the request's state is unchanged after."""
+    traverse_tree = sglang_function("srt/speculative/spec_utils.py", "traverse_tree")
+    g = compiled(backend, "json", SCHEMA).copy()
+    first = encode(tokenizer, '{"')[0]
+    g.accept_token(first)  # node 0: the token the target model committed last step
+    name, bracket, colon, age = (encode(tokenizer, s)[0] for s in ("name", "[", '":', "age"))
+    # node 0 -> 1 'name' (-> 3 '":', 4 'age' refused: "nameage" is no property), 2 '[' refused
+    draft = torch.tensor([first, name, bracket, colon, age])
+    next_token = torch.tensor([1, 3, -1, -1, -1])
+    next_sibling = torch.tensor([-1, 2, -1, 4, -1])
+    mask = g.allocate_vocab_mask(vocab_size, 5, "cpu")
+    traverse_tree(next_token, next_sibling, draft, g, mask, vocab_size=vocab_size)
+    assert g.num_accepted == 1
+
+    def expected(path):
+        ref = compiled(backend, "json", SCHEMA).copy()
+        for t in [first, *path]:
+            ref.accept_token(t)
+        row = ref.allocate_vocab_mask(vocab_size, 1, "cpu")
+        ref.fill_vocab_mask(row, 0)
+        return row[0]
+
+    assert torch.equal(mask[0], expected([]))
+    assert torch.equal(mask[1], expected([name]))
+    assert torch.equal(mask[3], expected([name, colon]))
+    assert bool((mask[2] == -1).all()) and bool((mask[4] == -1).all())
