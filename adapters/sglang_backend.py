@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from sglang.srt.constrained.base_grammar_backend import (
@@ -216,16 +216,18 @@ class XG2Grammar(BaseGrammarObject):
 def _tokenizer_info(tokenizer, vocab_size: int, eos_token_ids) -> Tuple["xgr.TokenizerInfo", Optional[List[int]]]:
     """Our TokenizerInfo for SGLang's tokenizer, and the stop tokens to override with."""
     eos = sorted(int(t) for t in eos_token_ids) if eos_token_ids else None
-    if hasattr(tokenizer, "init_xgrammar"):  # SGLang's tiktoken / Mistral wrappers
-        info, override = tokenizer.init_xgrammar()
+    if hasattr(tokenizer, "init_xgrammar"):  # SGLang's tiktoken / Mistral (Tekken) wrappers
+        info, override = tokenizer.init_xgrammar()  # (an XGrammar TokenizerInfo: read its bytes)
         if info is None:
             raise ValueError(f"xg2: tokenizer {type(tokenizer).__name__} is not supported")
-        ours = xgr.TokenizerInfo(list(info.decoded_vocab), xgr.VocabType.RAW,
-                                 vocab_size=info.vocab_size, stop_token_ids=list(info.stop_token_ids),
-                                 special_token_ids=list(info.special_token_ids))
+        # the model's vocab size: the mask width SGLang allocates (ids past the tokenizer: padding)
+        keep = lambda ids: [int(t) for t in ids if 0 <= int(t) < vocab_size]  # noqa: E731
+        ours = xgr.TokenizerInfo(list(info.decoded_vocab)[:vocab_size], xgr.VocabType.RAW,
+                                 vocab_size=vocab_size, stop_token_ids=keep(info.stop_token_ids),
+                                 special_token_ids=keep(info.special_token_ids))
         if isinstance(override, int):
             override = [override]
-        return ours, (list(override) if override else None)
+        return ours, (keep(override) if override else None)
     return xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=eos), None
 
 
