@@ -122,8 +122,13 @@ def test_our_core_agrees_with_xgrammar(name, fmt, strings, dispatch):
         assert ours_accepts(st, s) == xgr_accepts_tag(st, s), s
 
 
-@TAGDISPATCH_XFAIL
-@pytest.mark.parametrize("name,fmt,strings,dispatch", DISPATCH, ids=[c[0] for c in DISPATCH])
+_ATTRS_XFAIL = pytest.mark.xfail(strict=True, reason="XGrammar's rule attributes (name[max_tokens=3] ::= ...) "
+                                 "are not parsed by the core yet, h/tagdispatch included")
+DISPATCH_PARAMS = [pytest.param(*c, id=c[0], marks=_ATTRS_XFAIL if "max_tokens" in json.dumps(c[1])
+                                else TAGDISPATCH_XFAIL) for c in DISPATCH]
+
+
+@pytest.mark.parametrize("name,fmt,strings,dispatch", DISPATCH_PARAMS)
 def test_our_core_agrees_with_xgrammar_dispatch(name, fmt, strings, dispatch):
     st = _tag(fmt)
     for s in strings:
