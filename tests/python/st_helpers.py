@@ -14,8 +14,6 @@ from xg2_plugin.structural_tag.convert import structural_tag_to_ebnf
 xgr = pytest.importorskip("xgrammar", reason="xgrammar 0.2.8 is the differential oracle (a test dependency)")
 from xgrammar.testing import _is_grammar_accept_string  # noqa: E402
 
-TAGDISPATCH_XFAIL = pytest.mark.xfail(strict=True, reason="TagDispatch lands in h/tagdispatch")
-
 
 def xgr_accepts_tag(st, text: str) -> bool:
     """XGrammar's own verdict on ``text`` for structural tag ``st``."""

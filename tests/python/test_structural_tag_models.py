@@ -15,7 +15,7 @@ import xg2_plugin as ours
 from xg2_plugin import InvalidArgumentError
 from xg2_plugin.structural_tag.model_formats import FAMILIES, get_model_structural_tag
 
-from st_helpers import TAGDISPATCH_XFAIL, ours_accepts, ours_in_xgr_accepts, xgr, xgr_accepts_tag
+from st_helpers import ours_accepts, ours_in_xgr_accepts, xgr, xgr_accepts_tag
 
 _BFCL_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": None}
 
@@ -234,7 +234,6 @@ def test_forced_call_runs_in_our_core():
             assert ours_accepts(st, text) == expected, (model, text)
 
 
-@TAGDISPATCH_XFAIL
 def test_auto_calls_run_in_our_core():
     name, schema, args = FUNCS[0]
     st = get_model_structural_tag("llama_function", TOOLS)
@@ -309,7 +308,6 @@ def test_register_model_structural_tag():
     assert ours_accepts(st, ",".join(n for n, _, _ in FUNCS))
 
 
-@TAGDISPATCH_XFAIL
 @pytest.mark.parametrize("model", BOTH + ["hermes", "llama_function", "mistral", "phi_4_mini"])
 def test_family_calls_in_our_core(model):
     """The same verdicts from our core once it runs free text (TagDispatch)."""

@@ -1,8 +1,7 @@
-"""The mask oracle on structural tags our core runs today (no TagDispatch):
-walking a valid model output on the real DeepSeek vocabulary, each sampled
-token's mask bit equals whether a forked matcher accepts it; the output is
-accepted to completion.  The same walk with free text and triggers is
-strict-xfail until TagDispatch lands."""
+"""The mask oracle on structural tags: walking a valid model output on the real
+DeepSeek vocabulary (free text, triggers and calls included), each sampled token's
+mask bit equals whether a forked matcher accepts it; the output is accepted to
+completion."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ import pytest
 import xg2_plugin as xgr
 from xg2_plugin.structural_tag.model_formats import get_model_structural_tag
 
-from st_helpers import TAGDISPATCH_XFAIL
 from vocabs import bits_of_row, fill
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
@@ -72,7 +70,6 @@ def test_tags_with_separator_masks_match_forks(deepseek):
     _walk(deepseek, st, text, seed=1)
 
 
-@TAGDISPATCH_XFAIL
 def test_auto_calls_between_free_text_masks_match_forks(deepseek):
     st = get_model_structural_tag("llama_function", TOOLS)
     _walk(deepseek, st, "Let me check. <function=get_time>{\"tz\": \"UTC\"}</function> Done.")
