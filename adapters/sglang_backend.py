@@ -36,7 +36,18 @@ logger = logging.getLogger(__name__)
 MAX_ROLLBACK_TOKENS = 200
 # Bound of everything the backend caches: SGLang's own per-key cache of grammar
 # objects (unbounded upstream) and the compiler's caches, in bytes.
-DEFAULT_CACHE_BYTES = int(os.environ.get("XG2_SGLANG_CACHE_BYTES", 512 << 20))
+def _cache_bytes_setting() -> int:
+    text = os.environ.get("XG2_SGLANG_CACHE_BYTES", str(512 << 20))
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise ValueError(f"XG2_SGLANG_CACHE_BYTES must be a positive number of bytes, got {text!r}")
+    return value
+
+
+DEFAULT_CACHE_BYTES = _cache_bytes_setting()
 _ENTRY_OVERHEAD = 512  # bytes counted per cached entry beyond its key and compiled grammar
 _ANY_JSON = "$$ANY$$"  # SGLang's key for "any JSON value" (json_object without a schema)
 

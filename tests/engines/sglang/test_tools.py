@@ -26,18 +26,21 @@ def tools(strict=True):
 
 
 def constraint(parser_name, tool_choice, tokenizer):
-    """SGLang's constraint as the request carries it: (key type, key string)."""
+    """SGLang's constraint as the request carries it: the parser's constraint, put into a
+    real ChatCompletionRequest's sampling params, then the scheduler's grammar key."""
     from sglang.srt.entrypoints.openai.protocol import ToolChoice
     from sglang.srt.function_call.function_call_parser import FunctionCallParser
+    from test_requests import grammar_key, request
 
-    if tool_choice == "named":
-        tool_choice = ToolChoice(function={"name": "get_weather"})
+    choice = ToolChoice(function={"name": "get_weather"}) if tool_choice == "named" else tool_choice
     parser = FunctionCallParser(tools(), parser_name, tokenizer=tokenizer)
-    kind, value = parser.get_structure_constraint(tool_choice, parallel_tool_calls=True)
-    if hasattr(value, "model_dump"):  # (protocol.py: model_dump(by_alias=True), then to str)
-        value = value.model_dump(by_alias=True)
-    key_type = {"json_schema": "json", "structural_tag": "structural_tag"}[kind]
-    return key_type, json.dumps(value), value
+    tool_call_constraint = parser.get_structure_constraint(choice, parallel_tool_calls=True)
+    openai_choice = {"type": "function", "function": {"name": "get_weather"}} if tool_choice == "named" \
+        else tool_choice
+    params = request(tools=[t.model_dump() for t in tools()], tool_choice=openai_choice).to_sampling_params(
+        stop=[], model_generation_config={}, tool_call_constraint=tool_call_constraint)
+    key_type, key_string = grammar_key(params)
+    return key_type, key_string, json.loads(key_string)
 
 
 def generate(backend, tokenizer, key, text):
