@@ -90,8 +90,8 @@ def _convert(f, path: str, digest: str):
         kind = _string_kind(sub, where)
         if kind == "text":
             return f"{lit(opened)} {key_expr} {_after_key(after_str)} {text_rule} {lit(close)}"
-        if kind is not None:  # a string enum: the raw values
-            return f"{lit(opened)} {key_expr} {_after_key(after_str)} ({kind}) {lit(close)}"
+        if kind is not None:  # a string enum: the raw values (models write them on a line of their own)
+            return f"{lit(opened)} {key_expr} {_after_key(after_str)} {WS} ({kind}) {WS} {lit(close)}"
         return (f"{lit(opened)} {key_expr} {_after_other(sub)} {WS} {json_value(sub, where)} {WS} "
                 f"{lit(close)}")
 

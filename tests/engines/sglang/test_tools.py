@@ -1,15 +1,13 @@
 """The tool path: SGLang's `FunctionCallParser.get_structure_constraint` turns `tools` +
 `tool_choice` into a constraint (a JSON schema for some detectors, a structural tag for
 most); it must compile on xg2, accept the model-format call, and SGLang's parser must read
-the same function and arguments back.  Structural tags land with issue 24: those tests are
-strict xfails, so they turn red the moment they pass."""
+the same function and arguments back."""
 import json
 
 import pytest
 from sgl_helpers import encode
 
 ARGS = {"city": "Paris", "unit": "c"}
-STAG_XFAIL = pytest.mark.xfail(strict=True, reason="structural tags land with issue 24")
 
 
 def tools(strict=True):
@@ -111,7 +109,6 @@ def test_call_texts_are_the_model_format(tokenizer, parser_name):
     assert [(c.name, json.loads(c.parameters)) for c in calls] == [("get_weather", ARGS)]
 
 
-@STAG_XFAIL
 @pytest.mark.parametrize("parser_name", LEGACY + ["qwen3_coder", "gpt-oss"])
 @pytest.mark.parametrize("tool_choice", ["required", "named"])
 def test_structural_tag_tool_constraint(backend, tokenizer, parser_name, tool_choice):
