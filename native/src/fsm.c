@@ -1789,10 +1789,12 @@ out:
     return rc;
 }
 
-int xg2__dfa_finish(const xg2_dfa *d, const char *name, xg2_dfa *out) {
-    uint32_t nblk = 0, *block = xg2__malloc(sizeof(uint32_t) * (d->n ? d->n : 1));
+int xg2__dfa_finish(const xg2_dfa *d, const char *name, int minimise, xg2_dfa *out) {
+    uint32_t nblk = d->n, *block = xg2__malloc(sizeof(uint32_t) * (d->n ? d->n : 1));
     if (!block) return XG2_NOMEM();
-    int rc = minimize(d, name, block, &nblk);
+    int rc = XG2_OK;
+    if (minimise) rc = minimize(d, name, block, &nblk);
+    else for (uint32_t s = 0; s < d->n; s++) block[s] = s;
     if (!rc) rc = rebuild(d, block, nblk, out);
     xg2__free(block);
     return rc;

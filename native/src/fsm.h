@@ -102,9 +102,9 @@ typedef struct {
 XG2_HIDDEN int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule,
                               xg2_regions *regions, uint32_t self_rule, int bytes_only, xg2_dfa *out);
 
-/* Minimise, trim and number breadth-first a DFA made some other way (name:
- * the rule, for budget messages). */
-XG2_HIDDEN int xg2__dfa_finish(const xg2_dfa *d, const char *name, xg2_dfa *out);
+/* Minimise (if asked), trim and number breadth-first a DFA made some other
+ * way (name: the rule, for budget messages). */
+XG2_HIDDEN int xg2__dfa_finish(const xg2_dfa *d, const char *name, int minimise, xg2_dfa *out);
 
 /* TagDispatch (tag_dispatch.c): the automaton of XE_DISPATCH `expr` ... */
 XG2_HIDDEN int xg2__dispatch_build(const xg2_ir *ir, uint32_t expr, const char *name, xg2_dfa *out);

@@ -421,6 +421,7 @@ typedef struct {
      * uncertain tokens, so the walk jumps to the next one inside). */
     int root_skip;
     xg2_byteset root_ok;
+    const xg2_byteset *first_only; /* if set: walk only the children of the root by these bytes */
     /* The same under the child of the root being walked (fan_known: set for
      * it; fan_skip: its refused children add nothing). */
     int fan_known, fan_skip;
@@ -837,6 +838,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
                    w->nest_base == XG2_NONE && !w->cand[0] && !(w->cand_from <= 1 && w->comp[0]) &&
                    !(g->states[w->qs[0]].flags & SF_REPEAT);
     if (w->root_skip) step_bytes(g, w->qs[0], &w->root_ok);
+    for (int k = 0; k < 4 && w->root_skip && w->first_only; k++) w->root_ok.w[k] &= w->first_only->w[k];
     for (uint32_t i = 1; i < t->n_nodes;) {
         /* A parser, nested walk or set ends where the walk is back above the
          * depth it began at: from there on the nodes are plain DFA steps again,
@@ -1357,6 +1359,73 @@ static int walk_bounded_string(walker *w, const xg2_vocab *v, const xg2_item *it
     return walk(w, &v->json_bounded.cont, acc, unc);
 }
 
+/* ---- a state's split from its rule start's ----
+ * A token whose first byte steps q0 and the start of its rule (both pure,
+ * outside loops, equally final) to one state fares alike from both: from the
+ * second byte on the walks are one.  So while the start's split is in the
+ * pool, q0's is the start's for those tokens and a walk of the others -- a
+ * TagDispatch's Aho-Corasick state differs from its start on a few bytes. */
+static xg2_mask_entry *start_entry(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, xg2_byteset *diff) {
+    uint32_t q0 = it->state, s0 = g->rules[g->states[q0].rule].start, n = 0;
+    if (s0 == XG2_NONE || s0 == q0 || it->count || !is_pure(g, q0) || !is_pure(g, s0) || g->states[q0].loop ||
+        g->states[s0].loop || ((g->states[q0].flags ^ g->states[s0].flags) & SF_FINAL))
+        return NULL;
+    memset(diff, 0, sizeof *diff);
+    for (unsigned c = 0; c < 256; c++)
+        if (xg2__step(g, q0, (uint8_t)c) != xg2__step(g, s0, (uint8_t)c)) byteset_add(diff, c), n++;
+    if (n > 64) return NULL;
+    xg2_item si = {s0, 0, 0, 0};
+    uint64_t k1, k2;
+    xg2__mask_key(g, v, &si, &k1, &k2);
+    return xg2__pool_find((xg2_pool *)&v->pool, k1, k2);
+}
+
+/* The split of q0 from the start's `se` and a walk under the bytes in `diff`
+ * (acc and unc empty on entry). */
+static int walk_from_start(walker *w, const xg2_vocab *v, uint32_t q0, const xg2_mask_entry *se,
+                           const xg2_byteset *diff, uint32_t *acc, i32vec *unc) {
+    const xg2_trie *t = &v->trie;
+    uint32_t *mine = xg2__calloc(v->words, sizeof(uint32_t)); /* the tokens under diff's bytes */
+    if (!mine) return XG2_NOMEM();
+#define MINE(id) (mine[(uint32_t)(id) >> 5] >> ((id) & 31) & 1)
+    for (uint32_t i = t->root_next[byteset_next(diff, 0)]; i < t->n_nodes;
+         i = t->root_next[byteset_next(diff, t->nodes[i].byte + 1u)])
+        if (byteset_has(diff, t->nodes[i].byte))
+            for (uint32_t k = t->nodes[i].tok_begin; k < t->nodes[i].tok_end; k++) mine[t->ids[k] >> 5] |= 1u << (t->ids[k] & 31);
+    if (se->bits)
+        for (size_t i = 0; i < v->words; i++) acc[i] = se->bits[i] & ~mine[i];
+    else
+        for (uint32_t i = 0; i < se->n_acc; i++)
+            if (!MINE(se->acc[i])) acc[se->acc[i] >> 5] |= 1u << (se->acc[i] & 31);
+    w->qs[0] = q0;
+    w->cs[0] = 0;
+    w->comp[0] = w->cand[0] = 0;
+    w->first_only = diff;
+    int rc = walk(w, t, acc, unc);
+    w->first_only = NULL;
+    int32_t *theirs = rc ? NULL : xg2__malloc(sizeof(int32_t) * (se->n_unc + 1));
+    int32_t *merged = rc ? NULL : xg2__malloc(sizeof(int32_t) * ((size_t)unc->n + se->n_unc + 1));
+    if (!rc && (!theirs || !merged)) rc = XG2_NOMEM();
+    if (!rc) { /* both lists in byte order: the walk's under diff, the start's elsewhere */
+        uint32_t n = 0, m = 0;
+        for (uint32_t i = 0; i < unc->n; i++)
+            if (MINE(unc->a[i])) unc->a[n++] = unc->a[i];
+        for (uint32_t i = 0; i < se->n_unc; i++)
+            if (!MINE(se->unc[i])) theirs[m++] = se->unc[i];
+        xg2__vocab_merge_ids(v, unc->a, n, theirs, m, merged);
+        xg2__free(unc->a);
+        unc->a = merged;
+        merged = NULL;
+        unc->cap = unc->n + se->n_unc + 1;
+        unc->n = n + m;
+    }
+    xg2__free(theirs);
+    xg2__free(merged);
+#undef MINE
+    xg2__free(mine);
+    return rc;
+}
+
 static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, int64_t *work, xg2_mask_entry **out) {
     size_t words = v->words;
     uint32_t depth = v->max_token_len + 2;
@@ -1393,13 +1462,17 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
      * callees' walks take slices); calls stepped as an NFA; else the Earley
      * parser from the start. */
     uint32_t q0 = it->state, callees[XG2_SPLIT_MAX], n_split;
-    xg2_mask_entry *far_e;
+    xg2_mask_entry *far_e, *start_e;
+    xg2_byteset diff;
     int long_k = 0, string_near = bounded_string(g, v, it);
     if ((far_e = roomier_entry(g, v, it, string_near, &long_k))) { /* near a counted loop's maximum */
         rc = walk_near_bound(&w, v, it, far_e, &v->longs[long_k], acc, &ws->unc);
         xg2__pool_release(far_e);
     } else if (string_near) {
         rc = walk_bounded_string(&w, v, it, acc, &ws->unc);
+    } else if ((start_e = start_entry(g, v, it, &diff))) {
+        rc = walk_from_start(&w, v, q0, start_e, &diff, acc, &ws->unc);
+        xg2__pool_release(start_e);
     } else if (is_pure(g, q0)) {
         rc = walk_from(&w, v, q0, it->count, XG2_NONE, acc, &ws->unc);
     } else if ((g->states[q0].flags & SF_REPEAT) && unit_child(g, g->states[q0].rule) != XG2_NONE) {

@@ -17,13 +17,17 @@
  * string, and a byte costs one table step whatever the number of strings.
  * Rows are kept sparse (the entries that do not go back to the root), each
  * made from its failure state's row, in breadth-first order.  The automaton is
- * then minimised and numbered like any rule's (fsm.c).
+ * then trimmed and numbered like any rule's (fsm.c).
  */
 #include <stdio.h>
 
 #include "fsm.h"
 
 #define NONE UINT32_MAX
+/* Moore refinement of one big cycle (every state returns to the start) costs
+ * rounds times states: larger automata are only trimmed and numbered (equal
+ * states then stay apart, which costs mask entries, not correctness). */
+#define DISPATCH_MINIMISE_MAX 512
 
 typedef struct {
     uint32_t byte, to;
@@ -320,7 +324,7 @@ int xg2__dispatch_build(const xg2_ir *ir, uint32_t expr, const char *name, xg2_d
     d.re = re.a;
     br.a = NULL;
     re.a = NULL;
-    rc = xg2__dfa_finish(&d, name, out);
+    rc = xg2__dfa_finish(&d, name, n <= DISPATCH_MINIMISE_MAX, out);
 out:
     vec_free(&br);
     vec_free(&re);

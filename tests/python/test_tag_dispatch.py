@@ -449,6 +449,9 @@ def test_cost_does_not_grow_with_the_number_of_strings(deepseek):
             assert g.num_states <= strings + 2 + 20, (kind, n, g.num_states)  # (20: the rule t)
             compiled = v.compiler.compile_grammar(g)
             works.append((_fill_work(compiled, v.vocab_size), _fill_work(compiled, v.vocab_size, prefix)))
+            if kind == "words" and n == 1000:  # inside a word: the start's split, and a walk under a few bytes
+                inside = _fill_work(compiled, v.vocab_size, v.encode("Sure " + ns[0][:3]))[0]
+                assert inside < works[-1][0][0] / 2, (inside, works[-1])
         if kind == "words":
             assert works[0][0][0] > 50000  # (a real walk of the vocabulary: the measure measures)
         (cold1, warm1), (pcold1, pwarm1) = works[0]
