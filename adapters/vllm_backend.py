@@ -8,6 +8,7 @@ wrong instead of a request failing inside the engine. Imported only under vLLM.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -140,6 +141,12 @@ def make_compiler(info: "xg2.TokenizerInfo") -> "xg2.GrammarCompiler":
                                cache_limit_bytes=_cache_limit_bytes())
 
 
+def fill_threads() -> int:
+    """Native threads for a step's fills: as many as vLLM gives its own fill pool (half
+    the CPUs, 1 to 8); more only contend with the engine's other threads."""
+    return max(1, min((os.cpu_count() or 1) // 2, 8))
+
+
 # ---- request-time validation (API process) ----
 
 _validators: "dict[Tuple[int, int], Tuple[Any, xg2.GrammarCompiler]]" = {}
@@ -186,7 +193,7 @@ class Xg2Backend(StructuredOutputBackend):
         self.compiler = make_compiler(tokenizer_info(self.tokenizer, self.vocab_size))
         spec = self.vllm_config.speculative_config
         self.num_speculative_tokens = spec.num_speculative_tokens if spec is not None else 0
-        self._batch = xg2.BatchGrammarMatcher(max_threads=8)
+        self._batch = xg2.BatchGrammarMatcher(max_threads=fill_threads())
         self._pending: Optional[List[Tuple["xg2.GrammarMatcher", int, Any]]] = None
 
     def compile_grammar(self, request_type: StructuredOutputOptions, grammar_spec: str,

@@ -62,21 +62,20 @@ def _patch_config() -> None:
     cls = _need(mod, "StructuredOutputsConfig")
     fields = getattr(cls, "__dataclass_fields__", {})
     decorators = getattr(cls, "__pydantic_decorators__", None)
-    if "backend" not in fields or decorators is None:
-        _need(cls, "__dataclass_fields__['backend']")
-    names = typing.get_args(fields["backend"].type)
-    if not names:
-        raise RuntimeError(f"xg2 vLLM plugin: StructuredOutputsConfig.backend is not a Literal in vLLM "
-                           f"{_vllm_version()}")
+    names = typing.get_args(fields["backend"].type) if "backend" in fields else ()
+    if not names or decorators is None:
+        raise RuntimeError(f"xg2 vLLM plugin: StructuredOutputsConfig.backend is not a pydantic Literal "
+                           f"field in vLLM {_vllm_version()}; this vLLM is not supported (0.32 and 0.33 are)")
     if BACKEND_NAME in names:
         return
+    validator = decorators.model_validators.get("_validate_structured_output_config")
+    if validator is None:
+        raise RuntimeError(f"xg2 vLLM plugin: StructuredOutputsConfig._validate_structured_output_config "
+                           f"is missing in vLLM {_vllm_version()}; this vLLM is not supported (0.32 and 0.33 are)")
     extended = typing.Literal[names + (BACKEND_NAME,)]  # type: ignore[valid-type]
     mod.StructuredOutputsBackend = extended
     cls.__annotations__["backend"] = extended
     fields["backend"].type = extended
-    validator = decorators.model_validators.get("_validate_structured_output_config")
-    if validator is None:
-        _need(cls, "_validate_structured_output_config")
     original = validator.func
 
     @functools.wraps(original)

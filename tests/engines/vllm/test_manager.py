@@ -180,7 +180,9 @@ def test_bad_spec_fails_at_validation(manager_for, kw, needle):
 def test_compile_cache_is_bounded_in_bytes(manager_for):
     from xg2_plugin.adapters.vllm_backend import Xg2Backend
 
-    backend = manager_for().backend or make_request(manager_for(), _params(dict(regex="a"))) and manager_for().backend
+    manager = manager_for()
+    make_request(manager, _params(dict(regex="a")))
+    backend = manager.backend
     assert isinstance(backend, Xg2Backend)
     limits = backend.compiler.get_cache_limits()
     assert sum(v for v in limits.values() if v) <= backend.compiler.cache_limit_bytes
