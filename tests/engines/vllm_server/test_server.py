@@ -7,7 +7,6 @@ import json
 import re
 
 import pytest
-from xg2_caps import needs_structural_tags
 
 MESSAGES = [{"role": "user", "content": "Answer."}]
 SCHEMA = {"type": "object",
@@ -74,7 +73,6 @@ TOOL = {"type": "function", "function": {
                    "required": ["city", "days"], "additionalProperties": False}}}
 
 
-@needs_structural_tags  # (required and named: hermes tags with a separator, no TagDispatch)
 @pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
 def test_tool_call(client, tool_choice):
     out = client.chat.completions.create(model="tiny", messages=MESSAGES, tools=[TOOL],
