@@ -52,10 +52,11 @@ def test_minimized_keeps_the_language(case):
 
 
 def test_minimized_shrinks_searched_pattern_products():
-    # The unanchored pattern's subset automaton repeats states; its product with a
-    # length bound repeats them per length.
+    # The unanchored pattern's subset automaton repeats states (303 for 99 before
+    # one state stood for every subset past the trailing `.*`, 147 now); its product
+    # with a length bound repeats them per length.
     search = R.DFA.from_ir(R.parse_pattern(r"\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}"))
-    assert len(search.minimized().trans) * 3 < len(search.trans)
+    assert len(search.minimized().trans) * 1.4 < len(search.trans) <= 150
     product = _dfa(r"\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}", 35, None)
     assert len(product.minimized().trans) * 2 < len(product.trans)
     # the classic blow-up is minimal already: 2^4 states
