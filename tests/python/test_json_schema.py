@@ -816,7 +816,13 @@ def test_schema_inputs_and_cache():
     assert accepts(compile_schema(text), '{"name": "x", "price": 2}')
     cached = xgr.GrammarCompiler(INFO)
     a = cached.compile_json_schema({"type": "integer", "minimum": 1})
-    assert cached.compile_json_schema({"minimum": 1, "type": "integer"}) is a  # a dict: by its canonical JSON
+    assert cached.compile_json_schema({"type": "integer", "minimum": 1}) is a  # a dict: by its JSON, in order
+    # (not sorted: properties are written in their declared order, so two orders are two grammars)
+    ab = cached.compile_json_schema({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                                     "required": ["a", "b"], "additionalProperties": False})
+    ba = cached.compile_json_schema({"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "integer"}},
+                                     "required": ["a", "b"], "additionalProperties": False})
+    assert ab is not ba and accepts(ab, '{"a":1,"b":2}') and accepts(ba, '{"b":2,"a":1}')
     b = cached.compile_json_schema('{"minimum": 1, "type": "integer"}')
     assert cached.compile_json_schema('{"minimum": 1, "type": "integer"}') is b  # a text: by its text
     assert cached.compile_json_schema({"type": "integer", "minimum": 1}, any_whitespace=False) is not a
