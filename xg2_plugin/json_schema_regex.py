@@ -957,7 +957,8 @@ class DFA:
             moore = _moore(table, np.array(start, dtype=np.int64))
             if moore is None:  # not stable yet (a long chain: a round per link): keep it as it is
                 return d
-            cls, count = moore
+            cls = moore[0].tolist()  # (a list, as _hopcroft's: the compiled module checks the type)
+            count = int(moore[1])
         if count == n + 1:
             return d
         rep: Dict[int, int] = {}
