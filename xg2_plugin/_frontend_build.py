@@ -51,15 +51,18 @@ def use_current_sources(package: str, package_dir: str, stamp: dict) -> list:
     built from another source (or all, under XG2_PURE_PYTHON=1) load from their
     source; returns their names.  (Run by the package before it imports them.)"""
     pure = os.environ.get("XG2_PURE_PYTHON") == "1"
-    stale = {}
+    compiled, any_stale = {}, pure
     for name in COMPILED:
         src = os.path.join(package_dir, name + ".py")
         if not os.path.exists(src):
             continue  # installed without its source: the extension is all there is
         if not any(os.path.exists(os.path.join(package_dir, name + s)) for s in importlib.machinery.EXTENSION_SUFFIXES):
             continue  # not compiled: the source loads anyway
-        if pure or stamp.get(name) != source_hash(src):
-            stale[f"{package}.{name}"] = src
+        compiled[f"{package}.{name}"] = src
+        any_stale = any_stale or stamp.get(name) != source_hash(src)
+    # All or none: the compiled modules call each other's native functions, so a current
+    # extension beside a sibling that now runs as source crashed (a segfault, not an error).
+    stale = compiled if any_stale else {}
     if stale:
         sys.meta_path.insert(0, _SourceFirst(stale))
     return sorted(stale)
