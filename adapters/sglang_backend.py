@@ -347,10 +347,7 @@ class XG2GrammarBackend(BaseGrammarBackend):
                 raise ValueError(f"not JSON: {e}") from None
             if isinstance(tag, dict) and "structures" in tag and "triggers" in tag:
                 tag = legacy_structural_tag(tag)
-            compile_structural_tag = getattr(self.compiler, "compile_structural_tag", None)
-            if compile_structural_tag is None:
-                raise ValueError("this xg2_plugin build has no structural tags (issue 24)")
-            return compile_structural_tag(json.dumps(tag))
+            return self.compiler.compile_structural_tag(json.dumps(tag))
 
         return self._compile("structural_tag", key_string, "structural tag", compile_tag)
 

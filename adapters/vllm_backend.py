@@ -116,10 +116,7 @@ def compile_spec(compiler: "xg2.GrammarCompiler", request_type: StructuredOutput
             return compiler.compile_lark(spec)
         return compiler.compile_grammar(spec)
     if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
-        compile_tag = getattr(compiler, "compile_structural_tag", None)
-        if compile_tag is None:
-            raise InvalidArgumentError("structural tags need an xg2_plugin with structural tag support")
-        return compile_tag(structural_tag_value(spec, compact))
+        return compiler.compile_structural_tag(structural_tag_value(spec, compact))
     raise InvalidArgumentError(f"xg2 does not support the structured output type {request_type!s}")
 
 

@@ -123,7 +123,7 @@ def test_our_core_agrees_with_xgrammar(name, fmt, strings, dispatch):
 
 
 _ATTRS_XFAIL = pytest.mark.xfail(strict=True, reason="XGrammar's rule attributes (name[max_tokens=3] ::= ...) "
-                                 "are not parsed by the core yet, h/tagdispatch included")
+                                 "are not parsed by the core yet (issue 24, open)")
 DISPATCH_PARAMS = [pytest.param(*c, id=c[0], marks=[_ATTRS_XFAIL] if "max_tokens" in json.dumps(c[1]) else [])
                   for c in DISPATCH]
 
