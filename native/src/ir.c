@@ -709,7 +709,12 @@ static uint32_t extract_repeats(xg2_ir *ir, uint32_t id, uint32_t rule, u8vec *n
      * iterations of counted rules, so a nullable child needs no minimum. */
     int child_nullable = expr_holds(ir, child, nullable->a, 1);
     int32_t min = child_nullable ? 0 : e.min;
-    if (min == 0 && e.max < 0) return xg2__ir_repeat(ir, child, 0, -1);
+    if (min == 0 && e.max < 0) {
+        /* (X?)* and (X+)* are X*, as simplify() makes them (the printed grammar parses back the same) */
+        const xg2_expr ce = ir->exprs.a[child];
+        if (ce.kind == XE_REPEAT && ce.min <= 1 && (ce.max == 1 || ce.max == -1)) child = ce.a;
+        return xg2__ir_repeat(ir, child, 0, -1);
+    }
     /* A rule that is exactly ref{n,m} is itself the counted rule (so a printed
      * grammar parses back to the same rules). */
     if (depth == 0 && ir->exprs.a[child].kind == XE_REF && ir->exprs.a[child].a != rule && rule != ir->root &&
