@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -324,6 +324,21 @@ class TokenizerInfo:
             check(lib.xg2_vocab_token(self._handle, i, data, length, flags))
             if flags[0] & lib.XG2_TOKEN_SPECIAL:
                 out.append(i)
+        return out
+
+    def _given_special_tokens(self) -> List[Tuple[int, bytes]]:
+        """(id, bytes) of the special tokens the tokenizer declared (a few hundred at most:
+        cheaper than scanning every token's flags)."""
+        n = lib.xg2_vocab_special_ids(self._handle, ffi.NULL, 0)
+        buf = ffi.new("int32_t[]", max(n, 1))
+        lib.xg2_vocab_special_ids(self._handle, buf, n)
+        data = ffi.new("const char **")
+        length = ffi.new("size_t *")
+        flags = ffi.new("int *")
+        out = []
+        for i in buf[0:n]:
+            check(lib.xg2_vocab_token(self._handle, i, data, length, flags))
+            out.append((int(i), ffi.unpack(data[0], length[0])))
         return out
 
     def token_flags(self, token_id: int) -> int:

@@ -126,28 +126,39 @@ _TOKEN_MAPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class _Vocab:
-    """The text of each token (special ones first), and a regex of the special
-    tokens' texts, longest first."""
+    """The special tokens' texts (and a regex of them, longest first), and on first use
+    the text of every token (a token format given by its text: decoding all of a large
+    vocabulary costs a few hundred ms, too much for every cold process's first tag)."""
 
     def __init__(self, info) -> None:
-        self.by_text: Dict[str, int] = {}
-        self.special: Dict[str, int] = {}
+        self.info = info
         self.size = info.vocab_size
-        decoded = info.decoded_vocab
-        specials = set(info.special_token_ids)
-        for i, raw in enumerate(decoded):
+        self.special: Dict[str, int] = {}
+        for i, raw in sorted(info._given_special_tokens()):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:
                 continue
-            if not text:
-                continue
-            if i in specials:
+            if text:
                 self.special.setdefault(text, i)
-            self.by_text.setdefault(text, i)
-        self.by_text.update(self.special)
+        self._by_text: Optional[Dict[str, int]] = None
         words = sorted((t for t in self.special if len(t) > 1), key=len, reverse=True)
         self.pattern = re.compile("|".join(map(re.escape, words))) if words else None
+
+    @property
+    def by_text(self) -> Dict[str, int]:
+        if self._by_text is None:
+            by_text: Dict[str, int] = {}
+            for i, raw in enumerate(self.info.decoded_vocab):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    continue
+                if text:
+                    by_text.setdefault(text, i)
+            by_text.update(self.special)
+            self._by_text = by_text
+        return self._by_text
 
 
 def _vocab_of(info) -> Optional[_Vocab]:
