@@ -346,6 +346,21 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint8_t *flat, uint32
                  !cycle_taken && !many_copies && rsize[r] <= XG2_INLINE_MAX_NFA;
         if (inl[r] && recursive) comp_inlined[comp[r]] = 1;
     }
+    /* A choice that inlining would make huge -- the tags of a request's tool set, each
+     * with its arguments' grammar -- keeps its alternatives' rules as rules: each
+     * rule's automaton (and its token masks) is then the same in every grammar that
+     * uses it and comes from the caches, and only the choice, unique to its grammar,
+     * is determinised (XGrammar-2 §3.3).  Small helpers stay inlined. */
+    for (uint32_t r = 0; r < n; r++) {
+        if (ir->exprs.a[ir->rules.a[r].body].kind != XE_CHOICE || rsize[r] <= XG2_CHOICE_INLINE_MAX_NFA) continue;
+        for (uint32_t j = gr.off.a[r]; j < gr.off.a[r + 1]; j++) {
+            uint32_t t = gr.adj.a[j];
+            /* (a region is inlined whole or not at all: its entry may go) */
+            if (inl[t] && (region[t] == UINT32_MAX || region[t] == comp[t]) && csize[comp[t]] == 1 && !gr.self_loop[t] &&
+                rsize[t] >= XG2_CHOICE_KEEP_INLINED_NFA)
+                inl[t] = 0;
+        }
+    }
     /* The child of a counted repetition is entered by the parser, not inlined. */
     for (uint32_t r = 0; r < n; r++)
         if (ir->rules.a[r].kind == RK_REPEAT) inl[ir->exprs.a[ir->exprs.a[ir->rules.a[r].body].a].a] = 0;

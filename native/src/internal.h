@@ -28,6 +28,8 @@
 #define XG2_MAX_DFA_STATES 20000        /* per rule; larger rules are split */
 #define XG2_MAX_TOTAL_STATES (1 << 24)  /* per grammar */
 #define XG2_INLINE_MAX_NFA 256          /* inline a rule this small into its callers (each gets a copy to determinise) */
+#define XG2_CHOICE_INLINE_MAX_NFA 4096  /* a choice past this keeps its alternatives' rules (grammar.c) */
+#define XG2_CHOICE_KEEP_INLINED_NFA 32  /* ... but still inlines rules smaller than this */
 #define XG2_REGION_MAX_NFA (1 << 14)    /* estimated NFA states of a right-linear region */
 #define XG2_REGION_COPIES_MAX_NFA 8192  /* a rule that regions would copy past this stays a rule */
 #define XG2_MAX_SET_ITEMS (1 << 18)     /* Earley items at one input position */

@@ -142,6 +142,7 @@ class _Vocab:
             if text:
                 self.special.setdefault(text, i)
         self._by_text: Optional[Dict[str, int]] = None
+        self.literals: Dict[str, str] = {}  # lit()'s results: text -> EBNF
         words = sorted((t for t in self.special if len(t) > 1), key=len, reverse=True)
         self.pattern = re.compile("|".join(map(re.escape, words))) if words else None
 
@@ -205,6 +206,14 @@ class _Converter:
             return '""'
         if self.vocab is None or self.vocab.pattern is None:
             return ebnf_string_literal(text)
+        hit = self.vocab.literals.get(text)
+        if hit is None:
+            hit = self._lit(text)
+            if len(text) <= 256 and len(self.vocab.literals) < 65536:  # (tool names and markers recur)
+                self.vocab.literals[text] = hit
+        return hit
+
+    def _lit(self, text: str) -> str:
         parts, at = [], 0
         for m in self.vocab.pattern.finditer(text):
             if m.start() > at:
