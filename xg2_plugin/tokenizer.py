@@ -250,10 +250,7 @@ class TokenizerInfo:
         prefix_space = False
         backend = getattr(tokenizer, "backend_tokenizer", None)
         if backend is not None:
-            try:
-                spec = json.loads(backend.to_str())
-            except Exception:  # a backend that cannot serialise: fall back to the vocab
-                spec = {}
+            spec = _backend_spec(backend)
             decoder = spec.get("decoder") or {}
             kinds = [decoder.get("type")] + [d.get("type") for d in decoder.get("decoders", []) or []]
             if "ByteLevel" in kinds:
@@ -449,6 +446,23 @@ class TokenizerInfo:
             f"TokenizerInfo(vocab_type={self._vocab_type.name}, vocab_size={self.vocab_size}, "
             f"stop_token_ids={self.stop_token_ids})"
         )
+
+
+def _backend_spec(backend: Any) -> Dict[str, Any]:
+    """The decoder, pre-tokenizer and normalizer of a `tokenizers` backend, as its JSON
+    has them: each component serialised alone (the whole tokenizer's JSON, merges and
+    all, took most of a 128k vocabulary's TokenizerInfo to write and parse)."""
+    try:
+        spec = {}
+        for part in ("decoder", "pre_tokenizer", "normalizer"):
+            obj = getattr(backend, part)
+            spec[part] = json.loads(obj.__getstate__()) if obj is not None else None
+        return spec
+    except Exception:  # an older or unusual backend: the whole JSON
+        try:
+            return json.loads(backend.to_str())
+        except Exception:  # one that cannot serialise: the vocabulary decides
+            return {}
 
 
 def _detect_from_vocab(vocab: Dict[str, int]) -> Optional[VocabType]:
