@@ -197,6 +197,38 @@ def _disallowed_mask(words: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return (bits == 0).reshape(words.shape[0], -1)[:, :vocab_size]
 
 
+_NATIVE_DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float64: 3}  # XG2_DTYPE_*
+
+
+def _apply_native(logits: torch.Tensor, bitmask: torch.Tensor, vocab_size: int,
+                  indices: Optional[torch.Tensor]) -> bool:
+    """The CPU apply in the core (one pass over the words, GIL released); False where
+    it does not apply (rows not contiguous, or the core not importable), and the torch
+    path runs instead."""
+    if logits.stride(-1) != 1 or bitmask.stride(-1) != 1 or vocab_size == 0:
+        return False
+    try:
+        from ._native import ffi, lib
+    except ImportError:
+        return False
+    logits2d = logits.unsqueeze(0) if logits.dim() == 1 else logits
+    bitmask2d = bitmask.unsqueeze(0) if bitmask.dim() == 1 else bitmask
+    rows = ffi.NULL
+    n = logits2d.shape[0]
+    if indices is not None:
+        idx = indices.to(device="cpu", dtype=torch.int64).contiguous()
+        n = idx.numel()
+        if n == 0:
+            return True
+        rows = ffi.cast("const int64_t *", idx.data_ptr())
+    rc = lib.xg2_apply_bitmask(ffi.cast("void *", logits2d.data_ptr()), _NATIVE_DTYPES[logits.dtype],
+                               logits2d.stride(0), ffi.cast("const int32_t *", bitmask2d.data_ptr()),
+                               bitmask2d.stride(0), rows, n, vocab_size)
+    if rc != 0:
+        raise InvalidArgumentError("apply_token_bitmask_inplace: the core refused its arguments")
+    return True
+
+
 def _apply_torch(
     logits: torch.Tensor,
     bitmask: torch.Tensor,
@@ -284,7 +316,8 @@ def apply_token_bitmask_inplace(
             raise InvalidArgumentError(
                 f'backend "cpu" requires CPU tensors, but logits are on {logits.device}'
             )
-        _apply_torch(logits, bitmask, vocab_size, idx)
+        if not _apply_native(logits, bitmask, vocab_size, idx):
+            _apply_torch(logits, bitmask, vocab_size, idx)
     elif backend == "torch_native":
         _apply_torch(logits, bitmask, vocab_size, idx)
     else:  # triton

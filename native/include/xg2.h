@@ -265,4 +265,16 @@ int xg2_batch_fill_masks(xg2_matcher *const *matchers, int32_t n, int32_t *bitma
 int xg2_batch_accept_tokens(xg2_matcher *const *matchers, int32_t n, const int32_t *tokens, int8_t *accepted,
                             int32_t n_threads);
 
+/* Write minus infinity into logits[r][t] for every token t < vocab_size whose bit is
+ * 0 in bitmask row r (bit t % 32 of word t / 32), for the n rows r listed in rows
+ * (rows 0 .. n-1 when rows is NULL).  logits: element type XG2_DTYPE_*, rows
+ * logits_stride elements apart, contiguous within a row; bitmask rows bitmask_stride
+ * words apart.  The caller checks shapes and indices. */
+#define XG2_DTYPE_F32 0
+#define XG2_DTYPE_F16 1
+#define XG2_DTYPE_BF16 2
+#define XG2_DTYPE_F64 3
+int xg2_apply_bitmask(void *logits, int dtype, int64_t logits_stride, const int32_t *bitmask,
+                      int64_t bitmask_stride, const int64_t *rows, int64_t n, int64_t vocab_size);
+
 #endif /* XG2_H */
