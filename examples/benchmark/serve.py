@@ -352,6 +352,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out")
     ap.add_argument("--show", action="store_true", help="print the constrained outputs")
+    ap.add_argument("--dump-plan", metavar="FILE", help="write the requests as JSON and stop (serve_profile.py)")
     ap.add_argument("--make-model", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     tokenizer = None if args.tokenizer == "deepseek" or not os.path.isdir(args.tokenizer) else args.tokenizer
@@ -366,6 +367,10 @@ def main(argv=None) -> int:
     pool = bfcl_pool.load_pool(100)
     plan = {(w, c): make_requests(pool, w, args.requests * (1 if c == 1 else 2), args.tools, rng, used)
             for w in workloads for c in levels}
+    if args.dump_plan:  # the same requests, for serve_profile.py
+        with open(args.dump_plan, "w") as f:
+            json.dump([r for reqs in plan.values() for r in reqs], f)
+        return 0
     results, starts, notes = {}, {}, []
     with tempfile.TemporaryDirectory(prefix="serve-bench-") as tmp:
         model = os.path.join(tmp, "model")
