@@ -16,7 +16,9 @@ Semantics worth knowing:
   listed in ``required`` count as declared, with any value); likewise arrays with
   array keywords but no ``items``/``unevaluatedItems`` allow no items past
   ``prefixItems``.  A bare ``{"type": "object"}`` or ``{"type": "array"}`` (and
-  ``true``, ``{}``) still allows any object or array, as in XGrammar.
+  ``true``, ``{}``) still allows any object or array, as in XGrammar; so does a
+  schema that uses such keywords without saying it is an object (array): no
+  ``type`` naming it, no ``properties`` (``prefixItems``).
 * Properties are generated in the schema's order (``any_order=False``); extra
   properties (``additionalProperties``/``patternProperties``) come after the
   declared ones, and can never be a declared name in disguise (escapes included).
@@ -148,6 +150,20 @@ _CONTAINER_KW = frozenset(_OBJ_KW | _ARR_KW)
 _OBJ_STRICT_KW = frozenset(_OBJ_KW - {"propertyNames", "additionalProperties", "unevaluatedProperties"})
 _ARR_STRICT_KW = frozenset(_ARR_KW - {"items", "additionalItems", "unevaluatedItems"})
 KNOWN = ANNOTATIONS | _TYPE_KW | _NUM_KW | _STR_KW | _OBJ_KW | _ARR_KW | _APPLICATORS | _INTERNAL
+
+
+
+def _strict_applies(parts: list, keywords: frozenset, kind: str, declaring: str) -> bool:
+    """strict_mode limits an object (array) to its declared properties (items) when the schema
+    uses its keywords AND says it is an object (array): "type" names it, or it declares
+    "properties" ("prefixItems"). Keywords on a schema without a type constrain objects
+    (arrays) among other values and leave extra properties (items) free, as in XGrammar."""
+    def typed(s: dict) -> bool:
+        t = s.get("type")
+        return t == kind or (isinstance(t, list) and kind in t) or declaring in s
+    return (any(not keywords.isdisjoint(s.keys()) for s, _, _ in parts)
+            and any(typed(s) for s, _, _ in parts))
+
 
 _ALL_TYPES = frozenset({"null", "boolean", "object", "array", "string", "int", "frac"})
 _TYPE_MAP = {
@@ -1753,7 +1769,7 @@ class _Converter:
                 if kw in s and kw not in skip and s[kw]:
                     return self.obj_dependencies(parts, idx, kw, d, hint)
         lay = self.layout
-        constrained = any(not _OBJ_STRICT_KW.isdisjoint(s.keys()) for s, _, _ in parts)
+        constrained = _strict_applies(parts, _OBJ_STRICT_KW, "object", "properties")
         props: Dict[str, list] = {}
         order: List[str] = []
         required = set()
@@ -2330,7 +2346,7 @@ class _Converter:
     # ------------------------------------------------------------------ arrays
     def array(self, parts, d: int, hint: str) -> Optional[str]:
         lay = self.layout
-        constrained = any(not _ARR_STRICT_KW.isdisjoint(s.keys()) for s, _, _ in parts)
+        constrained = _strict_applies(parts, _ARR_STRICT_KW, "array", "prefixItems")
         min_i, max_i = 0, None
         contains: list = []
         unique = False

@@ -596,6 +596,29 @@ def test_strict_mode_defaults():
     assert not accepts(compile_schema({"type": "array", "maxItems": 3}), "[1]")
 
 
+@pytest.mark.parametrize("schema, valid, invalid", [
+    ({"maxItems": 2}, ["[1, 2]", '"x"', "[]"], ["[1, 2, 3]"]),
+    ({"minItems": 1}, ["[1, 2]", "[1]", "3"], ["[]"]),
+    ({"maxProperties": 1}, ['{"foo": [1]}', "{}", "[1, 2]"], ['{"a": 1, "b": 2}']),
+    ({"required": ["a"]}, ['{"a": 1, "b": 2}', "1"], ['{"b": 2}']),
+    ({"allOf": [{"minProperties": 1}, {"maxProperties": 2}]}, ['{"a": 1}'], ["{}"]),
+])
+def test_strict_mode_needs_the_type(schema, valid, invalid):
+    """strict_mode restricts objects (arrays) only where the schema says it is one: keywords on
+    a schema without a type constrain the objects (arrays) among other values, exactly (the
+    verdicts of vLLM's xgrammar backend agree on valid instances; XGrammar ignores the keywords
+    there, and accepts the invalid ones too)."""
+    c = compile_schema(schema)
+    for text in valid:
+        assert accepts(c, text), text
+    for text in invalid:
+        assert not accepts(c, text), text
+    # declaring properties (prefixItems) or naming the type still makes it strict
+    assert not accepts(compile_schema({"properties": {"a": {}}, "maxProperties": 3}), '{"a": 1, "b": 2}')
+    assert not accepts(compile_schema({"prefixItems": [{}], "maxItems": 3}), "[1, 2]")
+    assert not accepts(compile_schema({"type": ["array", "null"], "maxItems": 3}), "[1]")
+
+
 # --------------------------------------------------------------------------------------
 # arrays
 # --------------------------------------------------------------------------------------
