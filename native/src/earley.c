@@ -469,6 +469,68 @@ fail:
     return -rc;
 }
 
+/* A whole token over token edges (token_edges.c), and over bytes too when it
+ * is text: the token takes len positions (one if it has no text), the
+ * intermediate sets hold what its bytes alone reach (they may be empty), and
+ * the last set adds, for each item of the current set listed in `edge`, the
+ * move to its token rule's final state -- so the rule spans the token's
+ * positions, and lookahead guards step over its bytes.  Returns 1, 0 (nothing
+ * survives: the parser is unchanged) or -status. */
+int xg2__parser_push_token(xg2_parser *p, const uint8_t *b, uint32_t len, int text, const uint32_t *edge,
+                           uint32_t n_edge) {
+    const xg2_grammar *g = p->g;
+    uint32_t k0 = p->ns - 1, L = text && len ? len : 1, i;
+    int rc = XG2_OK;
+    for (i = 0; i < L; i++) {
+        uint32_t k = p->ns - 1;
+        uint32_t begin = p->items.n, end = p->set_start.a[k + 1];
+        uint8_t c = text && len ? b[i] : 0xFF; /* (no text: a byte no guard reads as text) */
+        p->hashed = 0;
+        p->nulls.n = 0;
+        p->root_done = 0;
+        if (--p->work_left < 0) { rc = xg2__work_fail(); goto fail; }
+        if (vec_push(&p->input, c)) { rc = XG2_NOMEM(); goto fail; }
+        for (uint32_t j = p->set_start.a[k]; text && j < end; j++) {
+            xg2_item it = p->items.a[j];
+            if (!(g->states[it.state].flags & SF_BYTES)) continue;
+            uint32_t t = xg2__step(g, it.state, c);
+            if (t == XG2_NONE) continue;
+            uint32_t cnt = it.count;
+            if (g->n_loops && (cnt = xg2__loop_step(g, it.state, t, c, it.count)) == UINT32_MAX) continue;
+            uint32_t gg = it.guard;
+            if (gg) {
+                gg = guard_step(p, gg, c);
+                if (gg == XG2_GUARD_FAIL) continue;
+                if (gg == GUARD_ERR) { rc = p->guards.err; goto fail; }
+            }
+            if ((rc = add_item(p, begin, t, it.origin, cnt, gg))) goto fail;
+        }
+        for (uint32_t e = 0; i + 1 == L && e < n_edge; e++) {
+            xg2_item it = p->items.a[edge[e]];
+            XG2_DASSERT(edge[e] >= p->set_start.a[k0] && edge[e] < p->set_start.a[k0 + 1]);
+            uint32_t gg = it.guard ? guard_over(p, it.guard, k0, k0 + L) : 0;
+            if (gg == XG2_GUARD_FAIL) continue;
+            if (gg == GUARD_ERR) { rc = p->guards.err; goto fail; }
+            if ((rc = add_item(p, begin, it.state + 1, it.origin, 0, gg))) goto fail;
+        }
+        p->scanned = p->items.n - begin;
+        if ((rc = closure(p, begin, k + 1)) || (rc = seal(p))) goto fail;
+    }
+    if (p->set_start.a[p->ns] == p->set_start.a[p->ns - 1]) { /* the last set is empty */
+        xg2__parser_pop(p, L);
+        return 0;
+    }
+    return 1;
+fail: {
+    uint32_t k = p->ns - 1; /* the set under construction was never sealed */
+    p->items.n = p->set_start.a[k + 1];
+    p->wait.n = p->wait_rule.n = p->wait_start.a[k + 1];
+    p->input.n = k;
+    xg2__parser_pop(p, i);
+    return -rc;
+}
+}
+
 int xg2__parser_can_end(const xg2_parser *p) {
     const xg2_grammar *g = p->g;
     uint32_t k = p->ns - 1;

@@ -88,6 +88,12 @@ XG2_HIDDEN void xg2__parser_reset(xg2_parser *p);
  * parser is unchanged), or -status on failure (message set). */
 XG2_HIDDEN int xg2__parser_push(xg2_parser *p, uint8_t c);
 
+/* Consume one whole token: over the token edges of the items of the current
+ * set listed in `edge` (token_edges.c), and over its bytes too if `text`.  1
+ * if some item survives, 0 if not (the parser is unchanged), or -status. */
+XG2_HIDDEN int xg2__parser_push_token(xg2_parser *p, const uint8_t *b, uint32_t len, int text, const uint32_t *edge,
+                                      uint32_t n_edge);
+
 /* Undo the last n bytes (n <= input length). */
 XG2_HIDDEN void xg2__parser_pop(xg2_parser *p, uint32_t n);
 

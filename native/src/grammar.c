@@ -552,7 +552,7 @@ static void rule_h0(const xg2_grammar *g, uint32_t r, const xg2_dfa *d, uint64_t
     for (uint32_t i = 0; i < rt->n_states; i++) {
         uint32_t s = rt->start + i;
         const xg2_state *st = &g->states[s];
-        MIX2((uint64_t)(st->flags & (SF_FINAL | SF_BYTES | SF_REFS)) << 32 | st->ref_n);
+        MIX2((uint64_t)(st->flags & (SF_FINAL | SF_BYTES | SF_REFS | SF_TOKEN)) << 32 | st->ref_n);
         if (st->loop) {
             const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
             MIX2((uint64_t)(st->loop & 1) << 63 | (uint64_t)(uint32_t)l->min << 32 | (uint32_t)l->max);
@@ -882,6 +882,10 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
             }
             st->flags = (d->final[s] ? SF_FINAL : 0) | (d->boff[s + 1] > d->boff[s] ? SF_BYTES : 0) |
                         (d->roff[s + 1] > d->roff[s] ? SF_REFS : 0);
+            if (s == 0 && ir->exprs.a[ir->rules.a[r].body].kind == XE_TOKEN) {
+                st->flags |= SF_TOKEN;
+                g->token_kinds |= (ir->exprs.a[ir->rules.a[r].body].flags & XF_EXCLUDE) ? 2 : 1;
+            }
             xg2_byteset self = {{0}};
             int loops = 0;
             for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++) {

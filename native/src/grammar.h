@@ -19,7 +19,9 @@
 
 #define XG2_NONE 0xFFFFFFFFu
 
-enum { SF_FINAL = 1, SF_BYTES = 2, SF_REFS = 4, SF_REPEAT = 8 };
+/* SF_TOKEN: the start of a Token / ExcludeToken rule, left on a whole token
+ * (token_edges.c); its state + 1 is the rule's final state. */
+enum { SF_FINAL = 1, SF_BYTES = 2, SF_REFS = 4, SF_REPEAT = 8, SF_TOKEN = 16 };
 
 typedef struct {
     int32_t min, max;   /* iterations; max < 0: unbounded */
@@ -90,6 +92,7 @@ struct xg2_grammar {
     uint32_t n_loops;
     uint32_t *rest;  /* states of Length loops: rest[2s], rest[2s + 1] = fewest and most units
                       * left to the rule's end (XG2_REST_ANY: unbounded); NULL if no such loop */
+    uint8_t token_kinds; /* bit 1: some Token rule, bit 2: some ExcludeToken rule */
     size_t memory_bytes;
 };
 
