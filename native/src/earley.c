@@ -120,6 +120,38 @@ static uint32_t guard_with_state(xg2_parser *p, uint32_t g, uint32_t la_state) {
     return guard_union(p, g, one);
 }
 
+/* ---- rule budgets (max_tokens / max_chars) ---- */
+
+static inline int utf8_lead(uint8_t c) { return (c & 0xC0) != 0x80; }
+
+/* May item `it` of set k take byte c within its rule's budget?  (Local
+ * parsers -- origin XG2_LOCAL_ROOT -- have no history: the mask fill does not
+ * use their answers where a budget is near, xg2__parser_budget_near.) */
+static int budget_ok(const xg2_parser *p, const xg2_item *it, uint32_t k, uint8_t c) {
+    const xg2_rule *rr = &p->g->rules[p->g->states[it->state].rule];
+    uint32_t o = it->origin;
+    if ((rr->max_tokens < 0 && rr->max_chars < 0) || o == XG2_LOCAL_ROOT) return 1;
+    if (rr->max_tokens >= 0 && (uint64_t)p->cur_tok > (uint64_t)p->btok.a[o] + (uint32_t)rr->max_tokens) return 0;
+    if (rr->max_chars >= 0 && (uint64_t)p->bchr.a[k] + utf8_lead(c) - p->bchr.a[o] > (uint32_t)rr->max_chars) return 0;
+    return 1;
+}
+
+int xg2__parser_budget_near(const xg2_parser *p, uint32_t max_len) {
+    const xg2_grammar *g = p->g;
+    uint32_t k = p->ns - 1;
+    if (!g->has_budgets) return 0;
+    for (uint32_t i = p->set_start.a[k]; i < p->set_start.a[k + 1]; i++) {
+        const xg2_item *it = &p->items.a[i];
+        const xg2_rule *rr = &g->rules[g->states[it->state].rule];
+        if (!(g->states[it->state].flags & SF_BYTES) || it->origin == XG2_LOCAL_ROOT) continue;
+        if (rr->max_tokens >= 0 && (uint64_t)p->cur_tok > (uint64_t)p->btok.a[it->origin] + (uint32_t)rr->max_tokens)
+            return 1;
+        if (rr->max_chars >= 0 && (uint64_t)p->bchr.a[k] - p->bchr.a[it->origin] + max_len > (uint32_t)rr->max_chars)
+            return 1;
+    }
+    return 0;
+}
+
 /* ---- sets ---- */
 
 static inline uint32_t item_hash(const xg2_item *it) {
@@ -322,6 +354,10 @@ static int seal(xg2_parser *p) {
         }
         xg2__free(keys);
     }
+    if (p->g->has_budgets) { /* (before the set is counted: a failure leaves btok/bchr one past, which pop trims) */
+        uint32_t chars = p->ns ? p->bchr.a[p->ns - 1] + utf8_lead(p->input.a[p->ns - 1]) : 0;
+        if (vec_push(&p->btok, p->ns ? p->cur_tok : 0) || vec_push(&p->bchr, chars)) return XG2_NOMEM();
+    }
     if (vec_push(&p->set_start, p->items.n) || vec_push(&p->wait_start, p->wait.n)) return XG2_NOMEM();
     p->ns++;
     return XG2_OK;
@@ -358,7 +394,7 @@ XG2_HIDDEN int xg2__parser_reinit_local(xg2_parser *p, uint32_t state, uint32_t 
         guards_free(&p->guards);
         if (guards_init(&p->guards)) return XG2_NOMEM();
     }
-    p->items.n = p->wait.n = p->wait_rule.n = p->input.n = 0;
+    p->items.n = p->wait.n = p->wait_rule.n = p->input.n = p->btok.n = p->bchr.n = 0;
     p->set_start.n = p->wait_start.n = 1;
     p->ns = 0;
     p->hashed = 0;
@@ -379,6 +415,8 @@ void xg2__parser_free(xg2_parser *p) {
     vec_free(&p->input);
     vec_free(&p->nulls);
     vec_free(&p->tmp);
+    vec_free(&p->btok);
+    vec_free(&p->bchr);
     xg2__free(p->htab);
     guards_free(&p->guards);
     memset(p, 0, sizeof *p);
@@ -404,6 +442,9 @@ int xg2__parser_copy(xg2_parser *d, const xg2_parser *s) {
     COPY_VEC(&d->wait_rule, &s->wait_rule);
     COPY_VEC(&d->wait_start, &s->wait_start);
     COPY_VEC(&d->input, &s->input);
+    COPY_VEC(&d->btok, &s->btok);
+    COPY_VEC(&d->bchr, &s->bchr);
+    d->cur_tok = s->cur_tok;
     COPY_VEC(&d->guards.pool, &s->guards.pool);
     COPY_VEC(&d->guards.off, &s->guards.off);
     if (s->guards.cap) {
@@ -426,6 +467,7 @@ void xg2__parser_pop(xg2_parser *p, uint32_t n) {
     p->set_start.n = p->ns + 1;
     p->wait_start.n = p->ns + 1;
     p->input.n = p->ns - 1;
+    if (p->btok.n > p->ns) p->btok.n = p->bchr.n = p->ns;
 }
 
 void xg2__parser_reset(xg2_parser *p) { xg2__parser_pop(p, p->ns - 1); }
@@ -445,6 +487,7 @@ int xg2__parser_push(xg2_parser *p, uint8_t c) {
         if (!(g->states[it.state].flags & SF_BYTES)) continue;
         uint32_t t = xg2__step(g, it.state, c);
         if (t == XG2_NONE) continue;
+        if (g->has_budgets && !budget_ok(p, &it, k, c)) continue;
         uint32_t cnt = it.count;
         if (g->n_loops && (cnt = xg2__loop_step(g, it.state, t, c, it.count)) == UINT32_MAX) continue;
         uint32_t gg = it.guard;
@@ -466,6 +509,7 @@ fail:
     p->items.n = begin;
     p->wait.n = p->wait_rule.n = p->wait_start.a[k + 1];
     p->input.n = k;
+    if (p->btok.n > p->ns) p->btok.n = p->bchr.n = p->ns;
     return -rc;
 }
 
@@ -495,6 +539,7 @@ int xg2__parser_push_token(xg2_parser *p, const uint8_t *b, uint32_t len, int te
             if (!(g->states[it.state].flags & SF_BYTES)) continue;
             uint32_t t = xg2__step(g, it.state, c);
             if (t == XG2_NONE) continue;
+            if (g->has_budgets && !budget_ok(p, &it, k, c)) continue;
             uint32_t cnt = it.count;
             if (g->n_loops && (cnt = xg2__loop_step(g, it.state, t, c, it.count)) == UINT32_MAX) continue;
             uint32_t gg = it.guard;
@@ -526,6 +571,7 @@ fail: {
     p->items.n = p->set_start.a[k + 1];
     p->wait.n = p->wait_rule.n = p->wait_start.a[k + 1];
     p->input.n = k;
+    if (p->btok.n > p->ns) p->btok.n = p->bchr.n = p->ns;
     xg2__parser_pop(p, i);
     return -rc;
 }

@@ -2,7 +2,7 @@
  * ebnf.c -- EBNF text (XGrammar's dialect, GBNF compatible) to IR.
  *
  *   grammar    -> rule*
- *   rule       -> NAME '::=' choices ( '(=' choices ')' )?
+ *   rule       -> NAME ( '[' ( NAME '=' INT ) ,* ']' )? '::=' choices ( '(=' choices ')' )?
  *   choices    -> sequence ( '|' sequence )*
  *   sequence   -> quantified+          (ends before '|' ')' '(=' EOF or NAME '::=')
  *   quantified -> element ( '*' | '+' | '?' | '{' INT ( ',' INT? )? '}' )*
@@ -86,6 +86,11 @@ static int at_rule_start(const parser *p) {
     if (!k) return 0;
     size_t j = p->i + k;
     while (j < p->n && (p->s[j] == ' ' || p->s[j] == '\t' || p->s[j] == '\n' || p->s[j] == '\r')) j++;
+    if (j < p->n && p->s[j] == '[') { /* rule attributes: [name=value, ...] on one line */
+        while (j < p->n && p->s[j] != ']' && p->s[j] != '\n') j++;
+        if (j == p->n || p->s[j] != ']') return 0;
+        for (j++; j < p->n && (p->s[j] == ' ' || p->s[j] == '\t'); j++) {}
+    }
     return j + 3 <= p->n && memcmp(p->s + j, "::=", 3) == 0;
 }
 
@@ -930,6 +935,45 @@ static uint32_t parse_choices(parser *p) {
     return id;
 }
 
+/* XGrammar's rule attributes [max_tokens=N, max_chars=M] (ir.h); the others
+ * XGrammar has (capture, lazy, temperature, ...) are refused by name. */
+static int parse_rule_attrs(parser *p, uint32_t r) {
+    char b[32];
+    int seen = 0;
+    adv(p, 1); /* '[' */
+    for (;;) {
+        skip_ws(p);
+        size_t k = name_len_at(p, p->i);
+        int which = k == 10 && !memcmp(p->s + p->i, "max_tokens", 10) ? 1 : k == 9 && !memcmp(p->s + p->i, "max_chars", 9) ? 2 : 0;
+        if (!which)
+            return k ? perr(p, "the rule attribute '%.*s' is not supported (max_tokens and max_chars are)", (int)(k > 40 ? 40 : k), p->s + p->i)
+                     : perr(p, "expected a rule attribute, found %s", describe(p, b, sizeof b));
+        if (seen & which) return perr(p, "the rule attribute %s is given twice", which == 1 ? "max_tokens" : "max_chars");
+        seen |= which;
+        adv(p, k);
+        skip_ws(p);
+        if (peekc(p, 0) != '=') return perr(p, "expected '=' after the attribute name, found %s", describe(p, b, sizeof b));
+        adv(p, 1);
+        skip_ws(p);
+        int c = peekc(p, 0);
+        if (c < '0' || c > '9') return perr(p, "%s takes a non-negative integer, found %s", which == 1 ? "max_tokens" : "max_chars", describe(p, b, sizeof b));
+        int64_t v = 0;
+        while ((c = peekc(p, 0)) >= '0' && c <= '9') {
+            v = v * 10 + (c - '0');
+            if (v > INT32_MAX) return perr(p, "%s exceeds %d", which == 1 ? "max_tokens" : "max_chars", INT32_MAX);
+            adv(p, 1);
+        }
+        if (which == 1) p->ir->rules.a[r].max_tokens = (int32_t)v;
+        else p->ir->rules.a[r].max_chars = (int32_t)v;
+        skip_ws(p);
+        if (peekc(p, 0) == ',') { adv(p, 1); continue; }
+        if (peekc(p, 0) != ']') return perr(p, "expected ',' or ']' after a rule attribute, found %s", describe(p, b, sizeof b));
+        adv(p, 1);
+        skip_ws(p);
+        return 0;
+    }
+}
+
 static int parse_rule(parser *p) {
     char b[32];
     size_t k = name_len_at(p, p->i);
@@ -941,6 +985,7 @@ static int parse_rule(parser *p) {
         return perr(p, "rule \"%s\" is defined twice", xg2__ir_name(p->ir, r));
     adv(p, k);
     skip_ws(p);
+    if (peekc(p, 0) == '[' && parse_rule_attrs(p, r)) return p->rc;
     if (!(peekc(p, 0) == ':' && peekc(p, 1) == ':' && peekc(p, 2) == '='))
         return perr(p, "expected '::=' after the rule name, found %s", describe(p, b, sizeof b));
     adv(p, 3);

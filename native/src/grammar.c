@@ -772,6 +772,16 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
         xg2_rule *rt = &g->rules[r];
         rt->kind = ru->kind;
         rt->lookahead = -1;
+        rt->max_tokens = ru->max_tokens;
+        rt->max_chars = ru->max_chars;
+        if (ru->max_tokens >= 0 || ru->max_chars >= 0) {
+            g->has_budgets = 1;
+            if (ru->kind != RK_FSM) {
+                rc = xg2__fail(XG2_ERR_GRAMMAR, "rule \"%s\": max_tokens / max_chars on a counted repetition is not supported",
+                               xg2__ir_name(ir, r));
+                goto out;
+            }
+        }
         if (ru->kind == RK_REPEAT) {
             const xg2_expr *rep = &ir->exprs.a[ru->body];
             rt->child = ir->exprs.a[rep->a].a;
@@ -791,6 +801,12 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
         }
         if (dfa[r].n == 0)
             { rc = xg2__fail(XG2_ERR_INTERNAL, "rule \"%s\" has an empty automaton", xg2__ir_name(ir, r)); goto out; }
+        if ((rt->max_tokens >= 0 || rt->max_chars >= 0) && dfa[r].roff[dfa[r].n]) {
+            /* (a budget counts the rule's own items: one that calls others would need it inherited) */
+            rc = xg2__fail(XG2_ERR_GRAMMAR, "rule \"%s\": max_tokens / max_chars on a rule that calls other rules "
+                           "(not expanded in place) is not supported", xg2__ir_name(ir, r));
+            goto out;
+        }
         rt->n_states = dfa[r].n;
         total += dfa[r].n;
         n_ref += dfa[r].roff[dfa[r].n];

@@ -110,6 +110,8 @@ typedef struct {
     uint8_t defined;
     uint32_t line, col; /* first mention, for error messages */
     uint32_t def;       /* definition order (rules made by normalisation come last) */
+    int32_t max_tokens; /* XGrammar's rule attributes name[max_tokens=N, max_chars=M] ::= ...: */
+    int32_t max_chars;  /* each occurrence takes bytes of at most N tokens / M code points (-1: no limit) */
 } xg2_rule_ir;
 
 typedef struct {
@@ -151,9 +153,10 @@ static inline int xg2__except_has_empty_word(const xg2_ir *ir, const xg2_expr *e
     return e->n && ir->pool.a[e->a + 4] == 0; /* sorted: the empty word first */
 }
 
-/* A rule whose body is built as an automaton of its own (Length, TagDispatch, Token):
+/* A rule whose body is built as an automaton of its own (Length, TagDispatch, Token, a budget):
  * never expanded in place. */
 static inline int xg2__own_automaton(const xg2_ir *ir, uint32_t rule) {
+    if (ir->rules.a[rule].max_tokens >= 0 || ir->rules.a[rule].max_chars >= 0) return 1; /* (its items count) */
     int k = ir->exprs.a[ir->rules.a[rule].body].kind;
     return k == XE_LENGTH || k == XE_DISPATCH || k == XE_TOKEN;
 }

@@ -39,7 +39,10 @@ struct xg2_matcher {
 };
 
 /* Give the parser this call's work budget. */
-static void start_work(xg2_matcher *m) { m->parser.work_left = m->work_limit > 0 ? m->work_limit : INT64_MAX; }
+static void start_work(xg2_matcher *m) {
+    m->parser.work_left = m->work_limit > 0 ? m->work_limit : INT64_MAX;
+    m->parser.cur_tok = m->base + m->steps.n; /* the next step's number (rule budgets count steps) */
+}
 
 /* rc, or the work limit's own message if that is what stopped the call. */
 static int work_status(xg2_matcher *m, int rc, const char *what) {
@@ -328,7 +331,13 @@ XG2_HIDDEN int xg2__matcher_fill(xg2_matcher *m, uint32_t *row, int *need_apply)
     } else {
         start_work(m);
         int64_t budget = m->parser.work_left;
-        int rc = xg2__mask_fill(&m->parser, v, row, &m->memo);
+        int rc;
+        if (xg2__parser_budget_near(&m->parser, v->max_token_len)) { /* cached entries know no budgets */
+            memset(row, 0, words * sizeof(uint32_t));
+            rc = xg2__mask_walk(&m->parser, v, row);
+        } else {
+            rc = xg2__mask_fill(&m->parser, v, row, &m->memo);
+        }
         m->last_fill_work = budget - m->parser.work_left;
         if ((rc = work_status(m, rc, "fill"))) return rc;
         if (m->g->token_kinds && (rc = xg2__token_mask_add(&m->parser, m->c, row))) return rc;
