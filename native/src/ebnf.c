@@ -694,8 +694,8 @@ out:
 static int token_dispatch_check(parser *p, const xg2_u32vec *trig, const xg2_u32vec *excl) {
     xg2_u32vec t = {0}, x = {0};
     if (vec_reserve(&t, trig->n + 1) || vec_reserve(&x, excl->n + 1)) { vec_free(&t); return p->rc = XG2_NOMEM(); }
-    memcpy(t.a, trig->a, sizeof(uint32_t) * trig->n);
-    memcpy(x.a, excl->a, sizeof(uint32_t) * excl->n);
+    if (trig->n) memcpy(t.a, trig->a, sizeof(uint32_t) * trig->n);
+    if (excl->n) memcpy(x.a, excl->a, sizeof(uint32_t) * excl->n);
     xg2__sort_u32(t.a, trig->n);
     xg2__sort_u32(x.a, excl->n);
     for (uint32_t i = 0, j = 0; i < trig->n && !p->rc; i++) {
