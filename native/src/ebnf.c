@@ -659,8 +659,9 @@ static uint32_t token_rule(parser *p, xg2_u32vec *ids, int exclude) {
     for (uint32_t i = 0; i < ids->n; i++)
         if (!n || ids->a[n - 1] != ids->a[i]) ids->a[n++] = ids->a[i];
     xg2_ir *ir = p->ir;
-    char base[32];
-    snprintf(base, sizeof base, "%s%u", exclude ? "exclude_token" : "token", ++p->n_tok);
+    char base[240]; /* (numbered: a name free at once, however many there are) */
+    snprintf(base, sizeof base, "%.200s_%s%u", p->cur_rule < ir->rules.n ? xg2__ir_name(ir, p->cur_rule) : "rule",
+             exclude ? "exclude_token" : "token", ++p->n_tok);
     uint32_t rule = xg2__ir_new_rule(ir, base, xg2__ir_token(ir, ids->a, n, exclude));
     if (ir->err) { rule_limit(p); return 0; }
     return xg2__ir_ref(ir, rule);

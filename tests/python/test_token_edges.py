@@ -482,7 +482,7 @@ def test_bad_input_is_a_grammar_error(ebnf, pattern):
 
 
 def test_token_id_beyond_the_vocabulary():
-    with pytest.raises(GrammarError, match=r'rule "token1_1": Token\(...\) names token id 260, beyond this vocabulary'):
+    with pytest.raises(GrammarError, match=r'rule "root_token1_1": Token\(...\) names token id 260, beyond this vocabulary'):
         _scompiler().compile_grammar('root ::= "a" Token(5, 260)')
     with pytest.raises(GrammarError, match=r"ExcludeToken\(...\) names token id 999"):
         _scompiler().compile_grammar("root ::= ExcludeToken(999)")
