@@ -653,7 +653,7 @@ static int take_token_id(parser *p, xg2_u32vec *ids, const char *what) {
 
 /* A reference to a new rule whose body is Token(ids) (ExcludeToken if exclude);
  * ids are sorted and made distinct here. */
-static uint32_t token_rule(parser *p, xg2_u32vec *ids, int exclude) {
+static uint32_t token_rule(parser *p, xg2_u32vec *ids, int exclude, uint32_t line, uint32_t col) {
     xg2__sort_u32(ids->a, ids->n);
     uint32_t n = 0;
     for (uint32_t i = 0; i < ids->n; i++)
@@ -664,12 +664,14 @@ static uint32_t token_rule(parser *p, xg2_u32vec *ids, int exclude) {
              exclude ? "exclude_token" : "token", ++p->n_tok);
     uint32_t rule = xg2__ir_new_rule(ir, base, xg2__ir_token(ir, ids->a, n, exclude));
     if (ir->err) { rule_limit(p); return 0; }
+    ir->rules.a[rule].line = line; /* (where the macro is: for the vocabulary's range check) */
+    ir->rules.a[rule].col = col;
     return xg2__ir_ref(ir, rule);
 }
 
 /* Token(id, ...) / ExcludeToken(id, ...): XGrammar's syntax; ExcludeToken()
  * (no ids) is any plain token, as XGrammar prints it. */
-static uint32_t parse_token(parser *p, int exclude) {
+static uint32_t parse_token(parser *p, int exclude, uint32_t line, uint32_t col) {
     char b[32];
     const char *what = exclude ? "ExcludeToken(...)" : "Token(...)";
     xg2_u32vec ids = {0};
@@ -685,7 +687,7 @@ static uint32_t parse_token(parser *p, int exclude) {
     }
     if (!exclude && !ids.n) { perr(p, "Token() needs at least one token id"); goto out; }
     adv(p, 1);
-    id = token_rule(p, &ids, exclude);
+    id = token_rule(p, &ids, exclude, line, col);
 out:
     vec_free(&ids);
     return p->rc ? 0 : id;
@@ -714,7 +716,7 @@ static int token_dispatch_check(parser *p, const xg2_u32vec *trig, const xg2_u32
  * special or stop token) until a trigger, then its rule; then again (loop) or
  * the end.  Written as (E | Token(t1) r1 | ...)* with E = ExcludeToken(the
  * triggers and excludes), or E* (Token(t1) r1 | ...)? without the loop. */
-static uint32_t parse_token_dispatch(parser *p) {
+static uint32_t parse_token_dispatch(parser *p, uint32_t line, uint32_t col) {
     char b[32];
     xg2_u32vec trig = {0}, rules = {0}, excl = {0}, kids = {0};
     int loop = 1, seen = 0;
@@ -786,12 +788,12 @@ static uint32_t parse_token_dispatch(parser *p) {
     /* the free token, then each trigger followed by its rule */
     for (uint32_t i = 0; i < trig.n; i++)
         if (vec_push(&excl, trig.a[i])) { p->rc = XG2_NOMEM(); goto out; }
-    uint32_t free_tok = token_rule(p, &excl, 1);
+    uint32_t free_tok = token_rule(p, &excl, 1, line, col);
     if (p->rc) goto out;
     for (uint32_t i = 0; i < trig.n; i++) {
         xg2_u32vec one = {0};
         if (vec_push(&one, trig.a[i])) { p->rc = XG2_NOMEM(); goto out; }
-        uint32_t pair[2] = {token_rule(p, &one, 0), xg2__ir_ref(ir, rules.a[i])};
+        uint32_t pair[2] = {token_rule(p, &one, 0, line, col), xg2__ir_ref(ir, rules.a[i])};
         vec_free(&one);
         if (p->rc) goto out;
         if (vec_push(&kids, xg2__ir_list(ir, XE_SEQ, pair, 2))) { p->rc = XG2_NOMEM(); goto out; }
@@ -851,9 +853,9 @@ static uint32_t parse_element(parser *p) {
             if (!strcmp(name, "StringExcept")) return parse_string_except(p);
             if (!strcmp(name, "Length")) return parse_length(p);
             if (!strcmp(name, "TagDispatch")) return parse_tag_dispatch(p, line, col);
-            if (!strcmp(name, "Token")) return parse_token(p, 0);
-            if (!strcmp(name, "ExcludeToken")) return parse_token(p, 1);
-            if (!strcmp(name, "TokenTagDispatch")) return parse_token_dispatch(p);
+            if (!strcmp(name, "Token")) return parse_token(p, 0, line, col);
+            if (!strcmp(name, "ExcludeToken")) return parse_token(p, 1, line, col);
+            if (!strcmp(name, "TokenTagDispatch")) return parse_token_dispatch(p, line, col);
             for (size_t m = 0; m < sizeof macros / sizeof *macros; m++)
                 if (!strcmp(name, macros[m])) return parse_macro(p, name);
         }

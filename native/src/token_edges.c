@@ -114,10 +114,11 @@ int xg2__token_bind(xg2_compiled *c) {
         const xg2_expr *e = &g->ir.exprs.a[g->ir.rules.a[r].body];
         if (e->kind != XE_TOKEN || !e->n) continue;
         uint32_t last = g->ir.pool.a[e->a + e->n - 1]; /* (sorted) */
+        const xg2_rule_ir *ru = &g->ir.rules.a[r];
         if (last >= (uint32_t)v->vocab_size)
-            return xg2__fail(XG2_ERR_GRAMMAR, "rule \"%s\": %s(...) names token id %u, beyond this vocabulary's %d tokens",
-                             xg2__ir_name(&g->ir, r), (e->flags & XF_EXCLUDE) ? "ExcludeToken" : "Token", last,
-                             v->vocab_size);
+            return xg2__fail(XG2_ERR_GRAMMAR, "EBNF line %u, column %u (rule \"%s\"): %s(...) names token id %u, beyond this "
+                             "vocabulary's %d tokens", ru->line, ru->col, xg2__ir_name(&g->ir, r),
+                             (e->flags & XF_EXCLUDE) ? "ExcludeToken" : "Token", last, v->vocab_size);
     }
     if (!(g->token_kinds & 2)) return XG2_OK;
     c->plain = xg2__calloc(v->words, sizeof(uint32_t));
