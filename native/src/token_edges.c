@@ -76,8 +76,8 @@ int xg2__token_mask_add(const xg2_parser *p, const xg2_compiled *c, uint32_t *ro
     const xg2_grammar *g = p->g;
     const xg2_vocab *v = c->v;
     uint32_t k = p->ns - 1;
-    uint32_t *scratch = NULL;
     xg2_u32vec done = {0}; /* rules already added (one set per rule) */
+    VEC(uint8_t) had = {0}; /* ExcludeToken: the bits of its ids before the plain tokens are added */
     int rc = XG2_OK;
     for (uint32_t i = p->set_start.a[k]; i < p->set_start.a[k + 1]; i++) {
         uint32_t s = p->items.a[i].state;
@@ -93,14 +93,14 @@ int xg2__token_mask_add(const xg2_parser *p, const xg2_compiled *c, uint32_t *ro
                 if (!(v->flags[ids[j]] & XG2_TOKEN_PADDING)) row[ids[j] >> 5] |= 1u << (ids[j] & 31);
             continue;
         }
-        /* every plain token but the ids */
-        if (!scratch && !(scratch = xg2__malloc(sizeof(uint32_t) * v->words))) { rc = XG2_NOMEM(); break; }
-        memcpy(scratch, c->plain, sizeof(uint32_t) * v->words);
+        /* every plain token but the ids: add them all, then put the ids' bits back */
+        if (vec_reserve(&had, e->n)) { rc = XG2_NOMEM(); break; }
+        for (uint32_t j = 0; j < e->n; j++) had.a[j] = (uint8_t)((row[ids[j] >> 5] >> (ids[j] & 31)) & 1);
+        for (uint32_t w = 0; w < v->words; w++) row[w] |= c->plain[w];
         for (uint32_t j = 0; j < e->n; j++)
-            if (ids[j] < (uint32_t)v->vocab_size) scratch[ids[j] >> 5] &= ~(1u << (ids[j] & 31));
-        for (uint32_t w = 0; w < v->words; w++) row[w] |= scratch[w];
+            row[ids[j] >> 5] = (row[ids[j] >> 5] & ~(1u << (ids[j] & 31))) | (uint32_t)had.a[j] << (ids[j] & 31);
     }
-    xg2__free(scratch);
+    vec_free(&had);
     vec_free(&done);
     return rc;
 }
