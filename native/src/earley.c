@@ -472,16 +472,11 @@ void xg2__parser_pop(xg2_parser *p, uint32_t n) {
 
 void xg2__parser_reset(xg2_parser *p) { xg2__parser_pop(p, p->ns - 1); }
 
-int xg2__parser_push(xg2_parser *p, uint8_t c) {
+/* Scan byte c: the items of set k (up to end) with a byte edge on it, into
+ * the set under construction from `begin`. */
+static inline int scan(xg2_parser *p, uint32_t k, uint32_t begin, uint32_t end, uint8_t c) {
     const xg2_grammar *g = p->g;
-    uint32_t k = p->ns - 1;
-    uint32_t begin = p->items.n, end = p->set_start.a[k + 1];
-    int rc = XG2_OK;
-    p->hashed = 0;
-    p->nulls.n = 0;
-    p->root_done = 0;
-    if (--p->work_left < 0) return -xg2__work_fail();
-    if (vec_push(&p->input, c)) return -XG2_NOMEM();
+    int rc;
     for (uint32_t i = p->set_start.a[k]; i < end; i++) {
         xg2_item it = p->items.a[i];
         if (!(g->states[it.state].flags & SF_BYTES)) continue;
@@ -494,10 +489,23 @@ int xg2__parser_push(xg2_parser *p, uint8_t c) {
         if (gg) {
             gg = guard_step(p, gg, c);
             if (gg == XG2_GUARD_FAIL) continue;
-            if (gg == GUARD_ERR) { rc = p->guards.err; goto fail; }
+            if (gg == GUARD_ERR) return p->guards.err;
         }
-        if ((rc = add_item(p, begin, t, it.origin, cnt, gg))) goto fail;
+        if ((rc = add_item(p, begin, t, it.origin, cnt, gg))) return rc;
     }
+    return XG2_OK;
+}
+
+int xg2__parser_push(xg2_parser *p, uint8_t c) {
+    uint32_t k = p->ns - 1;
+    uint32_t begin = p->items.n, end = p->set_start.a[k + 1];
+    int rc = XG2_OK;
+    p->hashed = 0;
+    p->nulls.n = 0;
+    p->root_done = 0;
+    if (--p->work_left < 0) return -xg2__work_fail();
+    if (vec_push(&p->input, c)) return -XG2_NOMEM();
+    if ((rc = scan(p, k, begin, end, c))) goto fail;
     if (p->items.n == begin) {
         p->input.n--;
         return 0;
@@ -522,7 +530,6 @@ fail:
  * survives: the parser is unchanged) or -status. */
 int xg2__parser_push_token(xg2_parser *p, const uint8_t *b, uint32_t len, int text, const uint32_t *edge,
                            uint32_t n_edge) {
-    const xg2_grammar *g = p->g;
     uint32_t k0 = p->ns - 1, L = text && len ? len : 1, i;
     int rc = XG2_OK;
     for (i = 0; i < L; i++) {
@@ -534,22 +541,7 @@ int xg2__parser_push_token(xg2_parser *p, const uint8_t *b, uint32_t len, int te
         p->root_done = 0;
         if (--p->work_left < 0) { rc = xg2__work_fail(); goto fail; }
         if (vec_push(&p->input, c)) { rc = XG2_NOMEM(); goto fail; }
-        for (uint32_t j = p->set_start.a[k]; text && j < end; j++) {
-            xg2_item it = p->items.a[j];
-            if (!(g->states[it.state].flags & SF_BYTES)) continue;
-            uint32_t t = xg2__step(g, it.state, c);
-            if (t == XG2_NONE) continue;
-            if (g->has_budgets && !budget_ok(p, &it, k, c)) continue;
-            uint32_t cnt = it.count;
-            if (g->n_loops && (cnt = xg2__loop_step(g, it.state, t, c, it.count)) == UINT32_MAX) continue;
-            uint32_t gg = it.guard;
-            if (gg) {
-                gg = guard_step(p, gg, c);
-                if (gg == XG2_GUARD_FAIL) continue;
-                if (gg == GUARD_ERR) { rc = p->guards.err; goto fail; }
-            }
-            if ((rc = add_item(p, begin, t, it.origin, cnt, gg))) goto fail;
-        }
+        if (text && (rc = scan(p, k, begin, end, c))) goto fail;
         for (uint32_t e = 0; i + 1 == L && e < n_edge; e++) {
             xg2_item it = p->items.a[edge[e]];
             XG2_DASSERT(edge[e] >= p->set_start.a[k0] && edge[e] < p->set_start.a[k0 + 1]);
