@@ -204,8 +204,10 @@ class GrammarMatcher:
 
     def accept_token(self, token_id: int, *, debug_print: bool = False) -> bool:
         """Advance by one token.  Returns False (state unchanged) if the grammar rejects
-        it, if it is a special or padding token, or after termination.  A token id
-        outside ``[0, vocab_size)`` raises ``InvalidArgumentError`` (a ``ValueError``)."""
+        it, if it is a special or padding token that no ``Token(...)`` edge of the grammar
+        takes, or after termination.  A stop token that a ``Token(...)`` edge takes is
+        consumed as grammar (terminating the matcher if the grammar can end there).  A
+        token id outside ``[0, vocab_size)`` raises ``InvalidArgumentError`` (a ``ValueError``)."""
         token = token_id if type(token_id) is int else as_index(token_id, "token_id")
         if not -(2**31) <= token < 2**31:
             raise InvalidArgumentError(f"token id {token} is out of range")

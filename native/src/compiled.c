@@ -1,7 +1,7 @@
 /*
  * compiled.c -- the grammar/vocabulary pair.
  */
-#include "compiled.h"
+#include "token_edges.h"
 
 int xg2_compiled_new(const xg2_grammar *g, const xg2_vocab *v, xg2_compiled **out) {
     xg2__clear_error();
@@ -13,6 +13,11 @@ int xg2_compiled_new(const xg2_grammar *g, const xg2_vocab *v, xg2_compiled **ou
     xg2__vocab_retain(v);
     c->g = g;
     c->v = v;
+    int rc = xg2__token_bind(c);
+    if (rc) {
+        xg2_compiled_free(c);
+        return rc;
+    }
     *out = c;
     return XG2_OK;
 }
@@ -23,11 +28,12 @@ void xg2_compiled_free(xg2_compiled *c) {
     if (!c || XG2_REF_DEC(c) != 0) return;
     xg2_grammar_free((xg2_grammar *)c->g);
     xg2_vocab_free((xg2_vocab *)c->v);
+    xg2__free(c->plain);
     xg2__free(c);
 }
 
 size_t xg2_compiled_memory_bytes(const xg2_compiled *c) {
-    return c ? sizeof *c + c->g->memory_bytes : 0;
+    return c ? sizeof *c + c->g->memory_bytes + (c->plain ? sizeof(uint32_t) * c->v->words : 0) : 0;
 }
 
 /* States in breadth-first order from the root's start (byte edges, the starts

@@ -120,6 +120,38 @@ static uint32_t guard_with_state(xg2_parser *p, uint32_t g, uint32_t la_state) {
     return guard_union(p, g, one);
 }
 
+/* ---- rule budgets (max_tokens / max_chars) ---- */
+
+static inline int utf8_lead(uint8_t c) { return (c & 0xC0) != 0x80; }
+
+/* May item `it` of set k take byte c within its rule's budget?  (Local
+ * parsers -- origin XG2_LOCAL_ROOT -- have no history: the mask fill does not
+ * use their answers where a budget is near, xg2__parser_budget_near.) */
+static int budget_ok(const xg2_parser *p, const xg2_item *it, uint32_t k, uint8_t c) {
+    const xg2_rule *rr = &p->g->rules[p->g->states[it->state].rule];
+    uint32_t o = it->origin;
+    if ((rr->max_tokens < 0 && rr->max_chars < 0) || o == XG2_LOCAL_ROOT) return 1;
+    if (rr->max_tokens >= 0 && (uint64_t)p->cur_tok > (uint64_t)p->btok.a[o] + (uint32_t)rr->max_tokens) return 0;
+    if (rr->max_chars >= 0 && (uint64_t)p->bchr.a[k] + utf8_lead(c) - p->bchr.a[o] > (uint32_t)rr->max_chars) return 0;
+    return 1;
+}
+
+int xg2__parser_budget_near(const xg2_parser *p, uint32_t max_len) {
+    const xg2_grammar *g = p->g;
+    uint32_t k = p->ns - 1;
+    if (!g->has_budgets) return 0;
+    for (uint32_t i = p->set_start.a[k]; i < p->set_start.a[k + 1]; i++) {
+        const xg2_item *it = &p->items.a[i];
+        const xg2_rule *rr = &g->rules[g->states[it->state].rule];
+        if (!(g->states[it->state].flags & SF_BYTES) || it->origin == XG2_LOCAL_ROOT) continue;
+        if (rr->max_tokens >= 0 && (uint64_t)p->cur_tok > (uint64_t)p->btok.a[it->origin] + (uint32_t)rr->max_tokens)
+            return 1;
+        if (rr->max_chars >= 0 && (uint64_t)p->bchr.a[k] - p->bchr.a[it->origin] + max_len > (uint32_t)rr->max_chars)
+            return 1;
+    }
+    return 0;
+}
+
 /* ---- sets ---- */
 
 static inline uint32_t item_hash(const xg2_item *it) {
@@ -322,6 +354,10 @@ static int seal(xg2_parser *p) {
         }
         xg2__free(keys);
     }
+    if (p->g->has_budgets) { /* (before the set is counted: a failure leaves btok/bchr one past, which pop trims) */
+        uint32_t chars = p->ns ? p->bchr.a[p->ns - 1] + utf8_lead(p->input.a[p->ns - 1]) : 0;
+        if (vec_push(&p->btok, p->ns ? p->cur_tok : 0) || vec_push(&p->bchr, chars)) return XG2_NOMEM();
+    }
     if (vec_push(&p->set_start, p->items.n) || vec_push(&p->wait_start, p->wait.n)) return XG2_NOMEM();
     p->ns++;
     return XG2_OK;
@@ -358,7 +394,7 @@ XG2_HIDDEN int xg2__parser_reinit_local(xg2_parser *p, uint32_t state, uint32_t 
         guards_free(&p->guards);
         if (guards_init(&p->guards)) return XG2_NOMEM();
     }
-    p->items.n = p->wait.n = p->wait_rule.n = p->input.n = 0;
+    p->items.n = p->wait.n = p->wait_rule.n = p->input.n = p->btok.n = p->bchr.n = 0;
     p->set_start.n = p->wait_start.n = 1;
     p->ns = 0;
     p->hashed = 0;
@@ -379,6 +415,8 @@ void xg2__parser_free(xg2_parser *p) {
     vec_free(&p->input);
     vec_free(&p->nulls);
     vec_free(&p->tmp);
+    vec_free(&p->btok);
+    vec_free(&p->bchr);
     xg2__free(p->htab);
     guards_free(&p->guards);
     memset(p, 0, sizeof *p);
@@ -404,6 +442,9 @@ int xg2__parser_copy(xg2_parser *d, const xg2_parser *s) {
     COPY_VEC(&d->wait_rule, &s->wait_rule);
     COPY_VEC(&d->wait_start, &s->wait_start);
     COPY_VEC(&d->input, &s->input);
+    COPY_VEC(&d->btok, &s->btok);
+    COPY_VEC(&d->bchr, &s->bchr);
+    d->cur_tok = s->cur_tok;
     COPY_VEC(&d->guards.pool, &s->guards.pool);
     COPY_VEC(&d->guards.off, &s->guards.off);
     if (s->guards.cap) {
@@ -426,12 +467,36 @@ void xg2__parser_pop(xg2_parser *p, uint32_t n) {
     p->set_start.n = p->ns + 1;
     p->wait_start.n = p->ns + 1;
     p->input.n = p->ns - 1;
+    if (p->btok.n > p->ns) p->btok.n = p->bchr.n = p->ns;
 }
 
 void xg2__parser_reset(xg2_parser *p) { xg2__parser_pop(p, p->ns - 1); }
 
-int xg2__parser_push(xg2_parser *p, uint8_t c) {
+/* Scan byte c: the items of set k (up to end) with a byte edge on it, into
+ * the set under construction from `begin`. */
+static inline int scan(xg2_parser *p, uint32_t k, uint32_t begin, uint32_t end, uint8_t c) {
     const xg2_grammar *g = p->g;
+    int rc;
+    for (uint32_t i = p->set_start.a[k]; i < end; i++) {
+        xg2_item it = p->items.a[i];
+        if (!(g->states[it.state].flags & SF_BYTES)) continue;
+        uint32_t t = xg2__step(g, it.state, c);
+        if (t == XG2_NONE) continue;
+        if (g->has_budgets && !budget_ok(p, &it, k, c)) continue;
+        uint32_t cnt = it.count;
+        if (g->n_loops && (cnt = xg2__loop_step(g, it.state, t, c, it.count)) == UINT32_MAX) continue;
+        uint32_t gg = it.guard;
+        if (gg) {
+            gg = guard_step(p, gg, c);
+            if (gg == XG2_GUARD_FAIL) continue;
+            if (gg == GUARD_ERR) return p->guards.err;
+        }
+        if ((rc = add_item(p, begin, t, it.origin, cnt, gg))) return rc;
+    }
+    return XG2_OK;
+}
+
+int xg2__parser_push(xg2_parser *p, uint8_t c) {
     uint32_t k = p->ns - 1;
     uint32_t begin = p->items.n, end = p->set_start.a[k + 1];
     int rc = XG2_OK;
@@ -440,21 +505,7 @@ int xg2__parser_push(xg2_parser *p, uint8_t c) {
     p->root_done = 0;
     if (--p->work_left < 0) return -xg2__work_fail();
     if (vec_push(&p->input, c)) return -XG2_NOMEM();
-    for (uint32_t i = p->set_start.a[k]; i < end; i++) {
-        xg2_item it = p->items.a[i];
-        if (!(g->states[it.state].flags & SF_BYTES)) continue;
-        uint32_t t = xg2__step(g, it.state, c);
-        if (t == XG2_NONE) continue;
-        uint32_t cnt = it.count;
-        if (g->n_loops && (cnt = xg2__loop_step(g, it.state, t, c, it.count)) == UINT32_MAX) continue;
-        uint32_t gg = it.guard;
-        if (gg) {
-            gg = guard_step(p, gg, c);
-            if (gg == XG2_GUARD_FAIL) continue;
-            if (gg == GUARD_ERR) { rc = p->guards.err; goto fail; }
-        }
-        if ((rc = add_item(p, begin, t, it.origin, cnt, gg))) goto fail;
-    }
+    if ((rc = scan(p, k, begin, end, c))) goto fail;
     if (p->items.n == begin) {
         p->input.n--;
         return 0;
@@ -466,7 +517,56 @@ fail:
     p->items.n = begin;
     p->wait.n = p->wait_rule.n = p->wait_start.a[k + 1];
     p->input.n = k;
+    if (p->btok.n > p->ns) p->btok.n = p->bchr.n = p->ns;
     return -rc;
+}
+
+/* A whole token over token edges (token_edges.c), and over bytes too when it
+ * is text: the token takes len positions (one if it has no text), the
+ * intermediate sets hold what its bytes alone reach (they may be empty), and
+ * the last set adds, for each item of the current set listed in `edge`, the
+ * move to its token rule's final state -- so the rule spans the token's
+ * positions, and lookahead guards step over its bytes.  Returns 1, 0 (nothing
+ * survives: the parser is unchanged) or -status. */
+int xg2__parser_push_token(xg2_parser *p, const uint8_t *b, uint32_t len, int text, const uint32_t *edge,
+                           uint32_t n_edge) {
+    uint32_t k0 = p->ns - 1, L = text && len ? len : 1, i;
+    int rc = XG2_OK;
+    for (i = 0; i < L; i++) {
+        uint32_t k = p->ns - 1;
+        uint32_t begin = p->items.n, end = p->set_start.a[k + 1];
+        uint8_t c = text && len ? b[i] : 0xFF; /* (no text: a byte no guard reads as text) */
+        p->hashed = 0;
+        p->nulls.n = 0;
+        p->root_done = 0;
+        if (--p->work_left < 0) { rc = xg2__work_fail(); goto fail; }
+        if (vec_push(&p->input, c)) { rc = XG2_NOMEM(); goto fail; }
+        if (text && (rc = scan(p, k, begin, end, c))) goto fail;
+        for (uint32_t e = 0; i + 1 == L && e < n_edge; e++) {
+            xg2_item it = p->items.a[edge[e]];
+            XG2_DASSERT(edge[e] >= p->set_start.a[k0] && edge[e] < p->set_start.a[k0 + 1]);
+            uint32_t gg = it.guard ? guard_over(p, it.guard, k0, k0 + L) : 0;
+            if (gg == XG2_GUARD_FAIL) continue;
+            if (gg == GUARD_ERR) { rc = p->guards.err; goto fail; }
+            if ((rc = add_item(p, begin, it.state + 1, it.origin, 0, gg))) goto fail;
+        }
+        p->scanned = p->items.n - begin;
+        if ((rc = closure(p, begin, k + 1)) || (rc = seal(p))) goto fail;
+    }
+    if (p->set_start.a[p->ns] == p->set_start.a[p->ns - 1]) { /* the last set is empty */
+        xg2__parser_pop(p, L);
+        return 0;
+    }
+    return 1;
+fail: {
+    uint32_t k = p->ns - 1; /* the set under construction was never sealed */
+    p->items.n = p->set_start.a[k + 1];
+    p->wait.n = p->wait_rule.n = p->wait_start.a[k + 1];
+    p->input.n = k;
+    if (p->btok.n > p->ns) p->btok.n = p->bchr.n = p->ns;
+    xg2__parser_pop(p, i);
+    return -rc;
+}
 }
 
 int xg2__parser_can_end(const xg2_parser *p) {

@@ -61,6 +61,12 @@ typedef struct {
      * push fails with XG2_ERR_LIMIT (XG2_WORK_EXCEEDED below).  INT64_MAX after
      * init: unlimited until the caller sets it. */
     int64_t work_left;
+    /* Rule budgets (max_tokens / max_chars, grammar.h), kept only when the
+     * grammar has some: per set, the step number of the byte before it
+     * (btok[0] = 0) and the code points begun before it.  cur_tok: the step
+     * number of the bytes pushed now (the matcher sets it). */
+    xg2_u32vec btok, bchr;
+    uint32_t cur_tok;
 } xg2_parser;
 
 /* The work counter ran out (work_left < 0): what the caller reports. */
@@ -88,6 +94,12 @@ XG2_HIDDEN void xg2__parser_reset(xg2_parser *p);
  * parser is unchanged), or -status on failure (message set). */
 XG2_HIDDEN int xg2__parser_push(xg2_parser *p, uint8_t c);
 
+/* Consume one whole token: over the token edges of the items of the current
+ * set listed in `edge` (token_edges.c), and over its bytes too if `text`.  1
+ * if some item survives, 0 if not (the parser is unchanged), or -status. */
+XG2_HIDDEN int xg2__parser_push_token(xg2_parser *p, const uint8_t *b, uint32_t len, int text, const uint32_t *edge,
+                                      uint32_t n_edge);
+
 /* Undo the last n bytes (n <= input length). */
 XG2_HIDDEN void xg2__parser_pop(xg2_parser *p, uint32_t n);
 
@@ -101,6 +113,11 @@ XG2_HIDDEN uint64_t xg2__parser_history_bytes(const xg2_parser *p);
  * number (later positions shift with it).  A pop below it is no longer valid.
  * On failure (out of memory) the parser is unchanged. */
 XG2_HIDDEN int xg2__parser_compact(xg2_parser *p, uint32_t from, uint32_t *new_from);
+
+/* 1 if some item of the current set that could take a byte is close enough to
+ * its rule's budget that a token of up to max_len bytes might pass it (a
+ * cached mask would not see that: the caller walks the vocabulary instead). */
+XG2_HIDDEN int xg2__parser_budget_near(const xg2_parser *p, uint32_t max_len);
 
 /* 1 iff the input so far is a complete string of the grammar. */
 XG2_HIDDEN int xg2__parser_can_end(const xg2_parser *p);

@@ -24,7 +24,7 @@
 
 uint64_t xg2__parser_history_bytes(const xg2_parser *p) {
     return (uint64_t)p->items.n * sizeof(xg2_item) + (uint64_t)p->wait.n * 2 * sizeof(uint32_t) +
-           (uint64_t)(p->set_start.n + p->wait_start.n) * sizeof(uint32_t) + p->input.n;
+           (uint64_t)(p->set_start.n + p->wait_start.n + p->btok.n + p->bchr.n) * sizeof(uint32_t) + p->input.n;
 }
 
 /* Mark the origins of set j's items (all of them, or its waiting items only);
@@ -113,6 +113,10 @@ int xg2__parser_compact(xg2_parser *p, uint32_t from, uint32_t *new_from) {
         }
         /* the byte to the next set, where that is the next kept one (else never read) */
         if (j + 1 < ns) p->input.a[nj] = next_kept ? p->input.a[j] : 0;
+        if (p->btok.n) { /* (absolute step numbers and code point counts: only moved) */
+            p->btok.a[nj] = p->btok.a[j];
+            p->bchr.a[nj] = p->bchr.a[j];
+        }
         nj++;
     }
     p->set_start.a[nj] = ni;
@@ -122,6 +126,7 @@ int xg2__parser_compact(xg2_parser *p, uint32_t from, uint32_t *new_from) {
     p->items.n = ni;
     p->wait.n = p->wait_rule.n = nw;
     p->input.n = nj - 1;
+    if (p->btok.n) p->btok.n = p->bchr.n = nj;
     xg2__free(fl);
     SHRINK(&p->items);
     SHRINK(&p->wait);

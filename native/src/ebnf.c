@@ -2,13 +2,15 @@
  * ebnf.c -- EBNF text (XGrammar's dialect, GBNF compatible) to IR.
  *
  *   grammar    -> rule*
- *   rule       -> NAME '::=' choices ( '(=' choices ')' )?
+ *   rule       -> NAME ( '[' ( NAME '=' INT ) ,* ']' )? '::=' choices ( '(=' choices ')' )?
  *   choices    -> sequence ( '|' sequence )*
  *   sequence   -> quantified+          (ends before '|' ')' '(=' EOF or NAME '::=')
  *   quantified -> element ( '*' | '+' | '?' | '{' INT ( ',' INT? )? '}' )*
  *   element    -> STRING | CLASS | NAME | MACRO '(' args ')' | '(' choices? ')'
  *               | 'Length' '(' quantified ',' quantified ',' INT ( ',' INT )? ')'
  *               | 'TagDispatch' '(' ( '(' STRING ',' NAME ','? ')' | NAME '=' value ) ,* ')'
+ *               | ('Token' | 'ExcludeToken') '(' INT ,* ')'
+ *               | 'TokenTagDispatch' '(' ( '(' INT ',' NAME ')' | NAME '=' value ) ,* ')'
  *
  * Comments run from '#' to the end of the line.  Strings and classes take the
  * escapes \n \t \r \\ \" \' \xHH \uHHHH \UHHHHHHHH (code points, stored as UTF-8);
@@ -26,6 +28,7 @@ typedef struct {
     int depth;
     int rc;
     uint32_t cur_rule;
+    uint32_t n_tok; /* Token rules lifted so far (their names) */
 } parser;
 
 static int perr(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -83,6 +86,11 @@ static int at_rule_start(const parser *p) {
     if (!k) return 0;
     size_t j = p->i + k;
     while (j < p->n && (p->s[j] == ' ' || p->s[j] == '\t' || p->s[j] == '\n' || p->s[j] == '\r')) j++;
+    if (j < p->n && p->s[j] == '[') { /* rule attributes: [name=value, ...] on one line */
+        while (j < p->n && p->s[j] != ']' && p->s[j] != '\n') j++;
+        if (j == p->n || p->s[j] != ']') return 0;
+        for (j++; j < p->n && (p->s[j] == ' ' || p->s[j] == '\t'); j++) {}
+    }
     return j + 3 <= p->n && memcmp(p->s + j, "::=", 3) == 0;
 }
 
@@ -367,7 +375,7 @@ out:
     return id;
 }
 
-static const char *const macros[] = {"Token", "ExcludeToken", "TokenTagDispatch", "Regex"};
+static const char *const macros[] = {"Regex"};
 
 static uint32_t parse_quantified(parser *p);
 
@@ -618,6 +626,196 @@ static uint32_t parse_length(parser *p) {
     return xg2__ir_ref(ir, rule);
 }
 
+/* ---- token edges (token_edges.c) ---- */
+
+static int rule_limit(parser *p) {
+    return p->rc = p->ir->err == XG2_ERR_LIMIT ? xg2__fail(XG2_ERR_LIMIT, "more than %d rules", XG2_MAX_RULES) : XG2_NOMEM();
+}
+
+/* One token id (a non-negative integer below 2^31) appended to ids. */
+static int take_token_id(parser *p, xg2_u32vec *ids, const char *what) {
+    char b[32];
+    skip_ws(p);
+    int c = peekc(p, 0);
+    if (c < '0' || c > '9') return perr(p, "%s takes non-negative integer token ids, found %s", what, describe(p, b, sizeof b));
+    uint64_t v = 0;
+    while ((c = peekc(p, 0)) >= '0' && c <= '9') {
+        v = v * 10 + (uint64_t)(c - '0');
+        if (v > INT32_MAX) return perr(p, "a token id in %s exceeds %d", what, INT32_MAX);
+        adv(p, 1);
+    }
+    if (ids->n >= XG2_MAX_TOKEN_IDS)
+        return p->rc = xg2__fail(XG2_ERR_LIMIT, "EBNF error at line %u, column %u: %s has more than %d token ids",
+                                 p->line, p->col, what, XG2_MAX_TOKEN_IDS);
+    if (vec_push(ids, (uint32_t)v)) return p->rc = XG2_NOMEM();
+    return 0;
+}
+
+/* A reference to a new rule whose body is Token(ids) (ExcludeToken if exclude);
+ * ids are sorted and made distinct here. */
+static uint32_t token_rule(parser *p, xg2_u32vec *ids, int exclude, uint32_t line, uint32_t col) {
+    xg2__sort_u32(ids->a, ids->n);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < ids->n; i++)
+        if (!n || ids->a[n - 1] != ids->a[i]) ids->a[n++] = ids->a[i];
+    xg2_ir *ir = p->ir;
+    char base[240]; /* (numbered: a name free at once, however many there are) */
+    snprintf(base, sizeof base, "%.200s_%s%u", p->cur_rule < ir->rules.n ? xg2__ir_name(ir, p->cur_rule) : "rule",
+             exclude ? "exclude_token" : "token", ++p->n_tok);
+    uint32_t rule = xg2__ir_new_rule(ir, base, xg2__ir_token(ir, ids->a, n, exclude));
+    if (ir->err) { rule_limit(p); return 0; }
+    ir->rules.a[rule].line = line; /* (where the macro is: for the vocabulary's range check) */
+    ir->rules.a[rule].col = col;
+    return xg2__ir_ref(ir, rule);
+}
+
+/* Token(id, ...) / ExcludeToken(id, ...): XGrammar's syntax; ExcludeToken()
+ * (no ids) is any plain token, as XGrammar prints it. */
+static uint32_t parse_token(parser *p, int exclude, uint32_t line, uint32_t col) {
+    char b[32];
+    const char *what = exclude ? "ExcludeToken(...)" : "Token(...)";
+    xg2_u32vec ids = {0};
+    uint32_t id = 0;
+    adv(p, 1); /* '(' */
+    for (;;) {
+        skip_ws(p);
+        if (peekc(p, 0) == ')') break;
+        if (take_token_id(p, &ids, what)) goto out;
+        skip_ws(p);
+        if (peekc(p, 0) == ',') { adv(p, 1); continue; }
+        if (peekc(p, 0) != ')') { perr(p, "expected ',' or ')' in %s, found %s", what, describe(p, b, sizeof b)); goto out; }
+    }
+    if (!exclude && !ids.n) { perr(p, "Token() needs at least one token id"); goto out; }
+    adv(p, 1);
+    id = token_rule(p, &ids, exclude, line, col);
+out:
+    vec_free(&ids);
+    return p->rc ? 0 : id;
+}
+
+/* No trigger twice, none excluded (XGrammar's checks), in n log n. */
+static int token_dispatch_check(parser *p, const xg2_u32vec *trig, const xg2_u32vec *excl) {
+    xg2_u32vec t = {0}, x = {0};
+    if (vec_reserve(&t, trig->n + 1) || vec_reserve(&x, excl->n + 1)) { vec_free(&t); return p->rc = XG2_NOMEM(); }
+    if (trig->n) memcpy(t.a, trig->a, sizeof(uint32_t) * trig->n);
+    if (excl->n) memcpy(x.a, excl->a, sizeof(uint32_t) * excl->n);
+    xg2__sort_u32(t.a, trig->n);
+    xg2__sort_u32(x.a, excl->n);
+    for (uint32_t i = 0, j = 0; i < trig->n && !p->rc; i++) {
+        if (i && t.a[i] == t.a[i - 1]) perr(p, "TokenTagDispatch(...) has the trigger token %u twice", t.a[i]);
+        while (j < excl->n && x.a[j] < t.a[i]) j++;
+        if (j < excl->n && x.a[j] == t.a[i]) perr(p, "TokenTagDispatch(...): the trigger token %u is also excluded", t.a[i]);
+    }
+    vec_free(&t);
+    vec_free(&x);
+    return p->rc;
+}
+
+/* TokenTagDispatch((id, rule), ..., loop_after_dispatch=true, excludes=(id, ...))
+ * (XGrammar 0.2.8): any token but the triggers and the excluded ones (and no
+ * special or stop token) until a trigger, then its rule; then again (loop) or
+ * the end.  Written as (E | Token(t1) r1 | ...)* with E = ExcludeToken(the
+ * triggers and excludes), or E* (Token(t1) r1 | ...)? without the loop. */
+static uint32_t parse_token_dispatch(parser *p, uint32_t line, uint32_t col) {
+    char b[32];
+    xg2_u32vec trig = {0}, rules = {0}, excl = {0}, kids = {0};
+    int loop = 1, seen = 0;
+    uint32_t id = 0;
+    xg2_ir *ir = p->ir;
+    adv(p, 1); /* '(' */
+    for (;;) {
+        skip_ws(p);
+        if (peekc(p, 0) == ')') break;
+        if (peekc(p, 0) == '(') { /* (id, rule) */
+            adv(p, 1);
+            if (take_token_id(p, &trig, "TokenTagDispatch(...)")) goto out;
+            skip_ws(p);
+            if (peekc(p, 0) != ',') { perr(p, "each TokenTagDispatch element is a pair (token_id, rule); found %s", describe(p, b, sizeof b)); goto out; }
+            adv(p, 1);
+            skip_ws(p);
+            size_t k = name_len_at(p, p->i);
+            if (!k) { perr(p, "expected a rule name after the trigger token, found %s", describe(p, b, sizeof b)); goto out; }
+            uint32_t r = xg2__ir_rule_id(ir, p->s + p->i, k, p->line, p->col);
+            if (ir->err) { rule_limit(p); goto out; }
+            if (vec_push(&rules, r)) { p->rc = XG2_NOMEM(); goto out; }
+            adv(p, k);
+            skip_ws(p);
+            if (peekc(p, 0) == ',') { adv(p, 1); skip_ws(p); }
+            if (peekc(p, 0) != ')') { perr(p, "each TokenTagDispatch element is a pair (token_id, rule); found %s", describe(p, b, sizeof b)); goto out; }
+            adv(p, 1);
+        } else {
+            size_t k = name_len_at(p, p->i);
+            int which = k == 19 && !memcmp(p->s + p->i, "loop_after_dispatch", 19) ? 1 : k == 8 && !memcmp(p->s + p->i, "excludes", 8) ? 2 : 0;
+            if (!which) { perr(p, "TokenTagDispatch(...) takes (token_id, rule) pairs, loop_after_dispatch= and excludes=; found %s", describe(p, b, sizeof b)); goto out; }
+            if (seen & which) { perr(p, "%s is given twice in TokenTagDispatch(...)", which == 1 ? "loop_after_dispatch" : "excludes"); goto out; }
+            seen |= which;
+            adv(p, k);
+            skip_ws(p);
+            if (peekc(p, 0) != '=') { perr(p, "expected '=' after the argument name, found %s", describe(p, b, sizeof b)); goto out; }
+            adv(p, 1);
+            skip_ws(p);
+            if (which == 1) {
+                size_t v = name_len_at(p, p->i);
+                if (v == 4 && !memcmp(p->s + p->i, "true", 4)) loop = 1;
+                else if (v == 5 && !memcmp(p->s + p->i, "false", 5)) loop = 0;
+                else { perr(p, "loop_after_dispatch must be true or false"); goto out; }
+                adv(p, v);
+            } else {
+                if (peekc(p, 0) != '(') { perr(p, "excludes must be a tuple of token ids (id, ...), found %s", describe(p, b, sizeof b)); goto out; }
+                adv(p, 1);
+                for (;;) {
+                    skip_ws(p);
+                    if (peekc(p, 0) == ')') break;
+                    if (take_token_id(p, &excl, "excludes=(...)")) goto out;
+                    skip_ws(p);
+                    if (peekc(p, 0) == ',') { adv(p, 1); continue; }
+                    if (peekc(p, 0) != ')') { perr(p, "expected ',' or ')' in excludes=(...), found %s", describe(p, b, sizeof b)); goto out; }
+                }
+                adv(p, 1);
+            }
+        }
+        if (trig.n + excl.n > XG2_MAX_TOKEN_IDS) {
+            p->rc = xg2__fail(XG2_ERR_LIMIT, "EBNF error at line %u, column %u: TokenTagDispatch(...) has more than %d token ids",
+                              p->line, p->col, XG2_MAX_TOKEN_IDS);
+            goto out;
+        }
+        skip_ws(p);
+        if (peekc(p, 0) == ',') { adv(p, 1); continue; }
+        if (peekc(p, 0) != ')') { perr(p, "expected ',' or ')' in TokenTagDispatch(...), found %s", describe(p, b, sizeof b)); goto out; }
+    }
+    if (token_dispatch_check(p, &trig, &excl)) goto out;
+    adv(p, 1); /* ')' */
+    /* the free token, then each trigger followed by its rule */
+    for (uint32_t i = 0; i < trig.n; i++)
+        if (vec_push(&excl, trig.a[i])) { p->rc = XG2_NOMEM(); goto out; }
+    uint32_t free_tok = token_rule(p, &excl, 1, line, col);
+    if (p->rc) goto out;
+    for (uint32_t i = 0; i < trig.n; i++) {
+        xg2_u32vec one = {0};
+        if (vec_push(&one, trig.a[i])) { p->rc = XG2_NOMEM(); goto out; }
+        uint32_t pair[2] = {token_rule(p, &one, 0, line, col), xg2__ir_ref(ir, rules.a[i])};
+        vec_free(&one);
+        if (p->rc) goto out;
+        if (vec_push(&kids, xg2__ir_list(ir, XE_SEQ, pair, 2))) { p->rc = XG2_NOMEM(); goto out; }
+    }
+    if (loop) {
+        if (vec_push(&kids, free_tok)) { p->rc = XG2_NOMEM(); goto out; }
+        id = xg2__ir_repeat(ir, xg2__ir_list(ir, XE_CHOICE, kids.a, kids.n), 0, -1);
+    } else {
+        uint32_t seq[2] = {xg2__ir_repeat(ir, free_tok, 0, -1), 0};
+        uint32_t n = 1;
+        if (kids.n) seq[n++] = xg2__ir_repeat(ir, xg2__ir_list(ir, XE_CHOICE, kids.a, kids.n), 0, 1);
+        id = xg2__ir_list(ir, XE_SEQ, seq, n);
+    }
+    if (ir->err) rule_limit(p);
+out:
+    vec_free(&trig);
+    vec_free(&rules);
+    vec_free(&excl);
+    vec_free(&kids);
+    return p->rc ? 0 : id;
+}
+
 static uint32_t parse_element(parser *p) {
     char b[32];
     skip_ws(p);
@@ -655,6 +853,9 @@ static uint32_t parse_element(parser *p) {
             if (!strcmp(name, "StringExcept")) return parse_string_except(p);
             if (!strcmp(name, "Length")) return parse_length(p);
             if (!strcmp(name, "TagDispatch")) return parse_tag_dispatch(p, line, col);
+            if (!strcmp(name, "Token")) return parse_token(p, 0, line, col);
+            if (!strcmp(name, "ExcludeToken")) return parse_token(p, 1, line, col);
+            if (!strcmp(name, "TokenTagDispatch")) return parse_token_dispatch(p, line, col);
             for (size_t m = 0; m < sizeof macros / sizeof *macros; m++)
                 if (!strcmp(name, macros[m])) return parse_macro(p, name);
         }
@@ -737,6 +938,45 @@ static uint32_t parse_choices(parser *p) {
     return id;
 }
 
+/* XGrammar's rule attributes [max_tokens=N, max_chars=M] (ir.h); the others
+ * XGrammar has (capture, lazy, temperature, ...) are refused by name. */
+static int parse_rule_attrs(parser *p, uint32_t r) {
+    char b[32];
+    int seen = 0;
+    adv(p, 1); /* '[' */
+    for (;;) {
+        skip_ws(p);
+        size_t k = name_len_at(p, p->i);
+        int which = k == 10 && !memcmp(p->s + p->i, "max_tokens", 10) ? 1 : k == 9 && !memcmp(p->s + p->i, "max_chars", 9) ? 2 : 0;
+        if (!which)
+            return k ? perr(p, "the rule attribute '%.*s' is not supported (max_tokens and max_chars are)", (int)(k > 40 ? 40 : k), p->s + p->i)
+                     : perr(p, "expected a rule attribute, found %s", describe(p, b, sizeof b));
+        if (seen & which) return perr(p, "the rule attribute %s is given twice", which == 1 ? "max_tokens" : "max_chars");
+        seen |= which;
+        adv(p, k);
+        skip_ws(p);
+        if (peekc(p, 0) != '=') return perr(p, "expected '=' after the attribute name, found %s", describe(p, b, sizeof b));
+        adv(p, 1);
+        skip_ws(p);
+        int c = peekc(p, 0);
+        if (c < '0' || c > '9') return perr(p, "%s takes a non-negative integer, found %s", which == 1 ? "max_tokens" : "max_chars", describe(p, b, sizeof b));
+        int64_t v = 0;
+        while ((c = peekc(p, 0)) >= '0' && c <= '9') {
+            v = v * 10 + (c - '0');
+            if (v > INT32_MAX) return perr(p, "%s exceeds %d", which == 1 ? "max_tokens" : "max_chars", INT32_MAX);
+            adv(p, 1);
+        }
+        if (which == 1) p->ir->rules.a[r].max_tokens = (int32_t)v;
+        else p->ir->rules.a[r].max_chars = (int32_t)v;
+        skip_ws(p);
+        if (peekc(p, 0) == ',') { adv(p, 1); continue; }
+        if (peekc(p, 0) != ']') return perr(p, "expected ',' or ']' after a rule attribute, found %s", describe(p, b, sizeof b));
+        adv(p, 1);
+        skip_ws(p);
+        return 0;
+    }
+}
+
 static int parse_rule(parser *p) {
     char b[32];
     size_t k = name_len_at(p, p->i);
@@ -748,6 +988,7 @@ static int parse_rule(parser *p) {
         return perr(p, "rule \"%s\" is defined twice", xg2__ir_name(p->ir, r));
     adv(p, k);
     skip_ws(p);
+    if (peekc(p, 0) == '[' && parse_rule_attrs(p, r)) return p->rc;
     if (!(peekc(p, 0) == ':' && peekc(p, 1) == ':' && peekc(p, 2) == '='))
         return perr(p, "expected '::=' after the rule name, found %s", describe(p, b, sizeof b));
     adv(p, 3);
@@ -755,7 +996,7 @@ static int parse_rule(parser *p) {
     uint32_t first_new = p->ir->rules.n;
     uint32_t body = parse_choices(p);
     if (p->rc) return p->rc;
-    /* A body that is one Length(...) or TagDispatch(...) is that rule's own (no
+    /* A body that is one Length(...), TagDispatch(...) or Token(...) is that rule's own (no
      * rule lifted for it: a printed grammar parses back to the same rules). */
     const xg2_expr *be = &p->ir->exprs.a[body];
     if (be->kind == XE_REF && be->a >= first_new && xg2__own_automaton(p->ir, be->a))
@@ -784,7 +1025,7 @@ static int parse_rule(parser *p) {
 
 /* Parse text into ir (initialised by the caller) and normalise it. */
 XG2_HIDDEN int xg2__ebnf_parse(xg2_ir *ir, const char *text, size_t len, const char *root) {
-    parser p = {text, len, 0, 1, 1, ir, 0, 0, 0};
+    parser p = {text, len, 0, 1, 1, ir, 0, 0, 0, 0};
     skip_ws(&p);
     if (peekc(&p, 0) < 0) return xg2__fail(XG2_ERR_GRAMMAR, "the grammar text is empty");
     while (!p.rc && peekc(&p, 0) >= 0) {

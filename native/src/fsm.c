@@ -459,9 +459,10 @@ static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint3
         b->flat -= flat;
         return;
     }
-    case XE_TOKEN:
-        b->rc = xg2__fail(XG2_ERR_GRAMMAR, "%s(...) is not supported in this version",
-                          (e.flags & XF_EXCLUDE) ? "ExcludeToken" : "Token");
+    case XE_TOKEN: /* (the parser gives each its own rule, never expanded) */
+        b->rc = xg2__fail(XG2_ERR_GRAMMAR, "%s(...) %s", (e.flags & XF_EXCLUDE) ? "ExcludeToken" : "Token",
+                          b->bytes_only ? "cannot be used inside a lookahead assertion or a Length body"
+                                        : "must be a rule of its own and cannot be expanded in place");
         return;
     case XE_MACRO:
         b->rc = xg2__fail(XG2_ERR_GRAMMAR, "%s(...) is not supported in this version", ir->names.a + e.a);
@@ -1804,6 +1805,7 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
                    uint32_t self_rule, int bytes_only, xg2_dfa *out) {
     if (ir->exprs.a[expr].kind == XE_DISPATCH && !bytes_only)
         return xg2__dispatch_build(ir, expr, self_rule == UINT32_MAX ? NULL : xg2__ir_name(ir, self_rule), out);
+    if (ir->exprs.a[expr].kind == XE_TOKEN && !bytes_only) return xg2__token_dfa(out);
     if (ir->exprs.a[expr].kind == XE_LENGTH) {
         if (bytes_only) return xg2__fail(XG2_ERR_GRAMMAR, "Length(...) cannot be used inside a lookahead assertion");
         return build_length(ir, expr, inline_rule, regions, self_rule, out);

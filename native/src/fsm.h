@@ -112,6 +112,10 @@ XG2_HIDDEN int xg2__dispatch_build(const xg2_ir *ir, uint32_t expr, const char *
  * naming the excluded string found in a trigger or the limit exceeded. */
 XG2_HIDDEN int xg2__dispatch_check(const xg2_ir *ir, uint32_t expr);
 
+/* The automaton of a Token / ExcludeToken rule (token_edges.c): a start with
+ * no edge, left only by a token step, and a final state. */
+XG2_HIDDEN int xg2__token_dfa(xg2_dfa *out);
+
 /* 1 if expr (plain bytes) is a valid counted-loop child: not empty, and no
  * string of it is a proper prefix of another (each iteration ends by itself);
  * 0 if not; -1 on allocation failure. */

@@ -567,7 +567,7 @@ static void rule_h0(const xg2_grammar *g, uint32_t r, const xg2_dfa *d, uint64_t
     for (uint32_t i = 0; i < rt->n_states; i++) {
         uint32_t s = rt->start + i;
         const xg2_state *st = &g->states[s];
-        MIX2((uint64_t)(st->flags & (SF_FINAL | SF_BYTES | SF_REFS)) << 32 | st->ref_n);
+        MIX2((uint64_t)(st->flags & (SF_FINAL | SF_BYTES | SF_REFS | SF_TOKEN)) << 32 | st->ref_n);
         if (st->loop) {
             const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
             MIX2((uint64_t)(st->loop & 1) << 63 | (uint64_t)(uint32_t)l->min << 32 | (uint32_t)l->max);
@@ -787,6 +787,16 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
         xg2_rule *rt = &g->rules[r];
         rt->kind = ru->kind;
         rt->lookahead = -1;
+        rt->max_tokens = ru->max_tokens;
+        rt->max_chars = ru->max_chars;
+        if (ru->max_tokens >= 0 || ru->max_chars >= 0) {
+            g->has_budgets = 1;
+            if (ru->kind != RK_FSM) {
+                rc = xg2__fail(XG2_ERR_GRAMMAR, "rule \"%s\": max_tokens / max_chars on a counted repetition is not supported",
+                               xg2__ir_name(ir, r));
+                goto out;
+            }
+        }
         if (ru->kind == RK_REPEAT) {
             const xg2_expr *rep = &ir->exprs.a[ru->body];
             rt->child = ir->exprs.a[rep->a].a;
@@ -806,6 +816,12 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
         }
         if (dfa[r].n == 0)
             { rc = xg2__fail(XG2_ERR_INTERNAL, "rule \"%s\" has an empty automaton", xg2__ir_name(ir, r)); goto out; }
+        if ((rt->max_tokens >= 0 || rt->max_chars >= 0) && dfa[r].roff[dfa[r].n]) {
+            /* (a budget counts the rule's own items: one that calls others would need it inherited) */
+            rc = xg2__fail(XG2_ERR_GRAMMAR, "rule \"%s\": max_tokens / max_chars on a rule that calls other rules "
+                           "(not expanded in place) is not supported", xg2__ir_name(ir, r));
+            goto out;
+        }
         rt->n_states = dfa[r].n;
         total += dfa[r].n;
         n_ref += dfa[r].roff[dfa[r].n];
@@ -897,6 +913,10 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
             }
             st->flags = (d->final[s] ? SF_FINAL : 0) | (d->boff[s + 1] > d->boff[s] ? SF_BYTES : 0) |
                         (d->roff[s + 1] > d->roff[s] ? SF_REFS : 0);
+            if (s == 0 && ir->exprs.a[ir->rules.a[r].body].kind == XE_TOKEN) {
+                st->flags |= SF_TOKEN;
+                g->token_kinds |= (ir->exprs.a[ir->rules.a[r].body].flags & XF_EXCLUDE) ? 2 : 1;
+            }
             xg2_byteset self = {{0}};
             int loops = 0;
             for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++) {

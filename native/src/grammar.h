@@ -19,7 +19,9 @@
 
 #define XG2_NONE 0xFFFFFFFFu
 
-enum { SF_FINAL = 1, SF_BYTES = 2, SF_REFS = 4, SF_REPEAT = 8 };
+/* SF_TOKEN: the start of a Token / ExcludeToken rule, left on a whole token
+ * (token_edges.c); its state + 1 is the rule's final state. */
+enum { SF_FINAL = 1, SF_BYTES = 2, SF_REFS = 4, SF_REPEAT = 8, SF_TOKEN = 16 };
 
 typedef struct {
     int32_t min, max;   /* iterations; max < 0: unbounded */
@@ -50,6 +52,7 @@ typedef struct {
     int32_t lookahead; /* lookahead automaton id, or -1 */
     uint32_t child;   /* RK_REPEAT: the repeated rule and its bounds (max < 0: none) */
     int32_t min, max;
+    int32_t max_tokens, max_chars; /* rule attributes (ir.h; -1: none): checked on the rule's own byte steps */
 } xg2_rule;
 
 struct xg2_grammar {
@@ -90,6 +93,8 @@ struct xg2_grammar {
     uint32_t n_loops;
     uint32_t *rest;  /* states of Length loops: rest[2s], rest[2s + 1] = fewest and most units
                       * left to the rule's end (XG2_REST_ANY: unbounded); NULL if no such loop */
+    uint8_t token_kinds; /* bit 1: some Token rule, bit 2: some ExcludeToken rule */
+    uint8_t has_budgets; /* some rule has max_tokens or max_chars */
     size_t memory_bytes;
 };
 

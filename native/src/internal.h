@@ -51,6 +51,7 @@
 #define XG2_MAX_DISPATCH_STRINGS (1 << 16) /* triggers and excluded strings of one TagDispatch(...) */
 #define XG2_MAX_DISPATCH_BYTES (1 << 18)   /* ... and their bytes (a trie node each) */
 #define XG2_MAX_DISPATCH_EDGES (1 << 22)   /* sparse Aho-Corasick row entries of one TagDispatch */
+#define XG2_MAX_TOKEN_IDS (1 << 20)     /* token ids of one Token / ExcludeToken / TokenTagDispatch */
 
 /* ---- debug-only checks (never abort in release builds) ---- */
 #ifdef XG2_DEBUG

@@ -192,7 +192,7 @@ static uint32_t add_rule(xg2_ir *ir, const char *name, size_t len, uint32_t line
     memcpy(ir->names.a + at, name, len);
     ir->names.a[at + len] = 0;
     ir->names.n += (uint32_t)len + 1;
-    xg2_rule_ir r = {at, 0, -1, RK_FSM, 0, line, col, UINT32_MAX};
+    xg2_rule_ir r = {at, 0, -1, RK_FSM, 0, line, col, UINT32_MAX, -1, -1};
     if (vec_push(&ir->rules, r)) { ir->err = XG2_ERR_NOMEM; return 0; }
     return ir->rules.n - 1;
 }
@@ -928,7 +928,15 @@ static int print_expr(const xg2_ir *ir, uint32_t id, xg2_charvec *o, int prec, i
 int xg2__ir_print(const xg2_ir *ir, xg2_charvec *o) {
     for (uint32_t r = 0; r < ir->rules.n; r++) {
         const xg2_rule_ir *ru = &ir->rules.a[r];
-        if (xg2__charvec_printf(o, "%s ::= ", xg2__ir_name(ir, r))) return XG2_NOMEM();
+        if (xg2__charvec_printf(o, "%s", xg2__ir_name(ir, r))) return XG2_NOMEM();
+        if (ru->max_tokens >= 0 || ru->max_chars >= 0) {
+            int bad = xg2__charvec_printf(o, "[");
+            if (!bad && ru->max_tokens >= 0) bad = xg2__charvec_printf(o, "max_tokens=%d", ru->max_tokens);
+            if (!bad && ru->max_chars >= 0)
+                bad = xg2__charvec_printf(o, "%smax_chars=%d", ru->max_tokens >= 0 ? ", " : "", ru->max_chars);
+            if (bad || xg2__charvec_printf(o, "]")) return XG2_NOMEM();
+        }
+        if (xg2__charvec_printf(o, " ::= ")) return XG2_NOMEM();
         if (print_expr(ir, ru->body, o, 0, 0)) return XG2_NOMEM();
         if (ru->lookahead >= 0) {
             if (xg2__charvec_printf(o, " (= ")) return XG2_NOMEM();

@@ -12,7 +12,8 @@
  *   XE_SEQ      pool[a .. a+n): children     -
  *   XE_CHOICE   pool[a .. a+n): children     -
  *   XE_REPEAT   a = child                    min..max (max < 0: unbounded)
- *   XE_TOKEN    pool[a .. a+n): token ids    -           (flags&XF_EXCLUDE: all but these)
+ *   XE_TOKEN    pool[a .. a+n): token ids,   -           (flags&XF_EXCLUDE: all but these;
+ *               sorted and distinct                      token_edges.c)
  *   XE_MACRO    a = macro name, n = args     -           (intrinsics not built yet: error)
  *   XE_EXCEPT   pool[a .. a+3): any, one,    -           (StringExcept: see below)
  *               escape exprs; pool[a+3 ..
@@ -47,6 +48,13 @@
  * rule's whole body (the parser lifts it into a rule of its own), built straight
  * into an Aho-Corasick automaton (tag_dispatch.c).  A trigger whose rule matches
  * nothing has XG2_DEAD_TRIGGER set on its rule id: it is never dispatched.
+ *
+ * Token(id, ...) is one whole token of the set, ExcludeToken(id, ...) one whole
+ * token of the vocabulary but these (nor a special, padding or stop token, as
+ * XGrammar 0.2.8): token edges, never bytes.  Always a rule's whole body (the
+ * parser lifts each into a rule of its own), whose automaton is a start state
+ * with no edge and a final state; the parser steps over it on a whole token
+ * (token_edges.c).  TokenTagDispatch is written with them (ebnf.c).
  *
  * Repetitions too large to unroll are compressed (XGrammar-2 §3.6) one of two ways:
  *   - a counted loop: an XE_REPEAT with XF_COUNTED whose child is a self-delimiting
@@ -102,6 +110,8 @@ typedef struct {
     uint8_t defined;
     uint32_t line, col; /* first mention, for error messages */
     uint32_t def;       /* definition order (rules made by normalisation come last) */
+    int32_t max_tokens; /* XGrammar's rule attributes name[max_tokens=N, max_chars=M] ::= ...: */
+    int32_t max_chars;  /* each occurrence takes bytes of at most N tokens / M code points (-1: no limit) */
 } xg2_rule_ir;
 
 typedef struct {
@@ -143,11 +153,12 @@ static inline int xg2__except_has_empty_word(const xg2_ir *ir, const xg2_expr *e
     return e->n && ir->pool.a[e->a + 4] == 0; /* sorted: the empty word first */
 }
 
-/* A rule whose body is built as an automaton of its own (Length, TagDispatch):
+/* A rule whose body is built as an automaton of its own (Length, TagDispatch, Token, a budget):
  * never expanded in place. */
 static inline int xg2__own_automaton(const xg2_ir *ir, uint32_t rule) {
+    if (ir->rules.a[rule].max_tokens >= 0 || ir->rules.a[rule].max_chars >= 0) return 1; /* (its items count) */
     int k = ir->exprs.a[ir->rules.a[rule].body].kind;
-    return k == XE_LENGTH || k == XE_DISPATCH;
+    return k == XE_LENGTH || k == XE_DISPATCH || k == XE_TOKEN;
 }
 
 /* Rules by name: returns the id, adding an undefined rule on first mention. */

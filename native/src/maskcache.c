@@ -598,7 +598,8 @@ static int set_add(walker *w, uint32_t d, uint32_t s, uint32_t n, uint32_t ret, 
             if (!tail_call(g, e) && ret != XG2_NONE) return 0;
         }
     }
-    if ((st->flags & SF_BYTES) || ((st->flags & SF_FINAL) && ret == XG2_NONE)) {
+    /* (a token edge's start takes no byte, but is alive: a token may end there) */
+    if ((st->flags & (SF_BYTES | SF_TOKEN)) || ((st->flags & SF_FINAL) && ret == XG2_NONE)) {
         /* (seen in this set: a per-thread table stamped per set, so never cleared) */
         uint32_t h = (uint32_t)xg2__mix64(xg2__mix64(s, n), ret) & (4 * XG2_SET_MAX - 1);
         while (h_stamp[h] == set_stamp && !(h_q[h] == s && h_n[h] == n && h_r[h] == ret))

@@ -12,9 +12,8 @@
  * parser forgets what lies before them and steps drops its older entries
  * (base counts them).  max_history bounds the bytes the history may hold.
  */
-#include "compiled.h"
-#include "earley.h"
 #include "mask.h"
+#include "token_edges.h"
 
 #define COMPACT_SLACK (16u << 10)
 
@@ -40,7 +39,10 @@ struct xg2_matcher {
 };
 
 /* Give the parser this call's work budget. */
-static void start_work(xg2_matcher *m) { m->parser.work_left = m->work_limit > 0 ? m->work_limit : INT64_MAX; }
+static void start_work(xg2_matcher *m) {
+    m->parser.work_left = m->work_limit > 0 ? m->work_limit : INT64_MAX;
+    m->parser.cur_tok = m->base + m->steps.n; /* the next step's number (rule budgets count steps) */
+}
 
 /* rc, or the work limit's own message if that is what stopped the call. */
 static int work_status(xg2_matcher *m, int rc, const char *what) {
@@ -213,6 +215,39 @@ static int record_step(xg2_matcher *m) {
     return XG2_OK;
 }
 
+/* Token t over the token edges of the current set (and its bytes, if text),
+ * within max_history as push_step: 1 if taken, 0 if no edge takes it or
+ * nothing survives, or -status. */
+static int token_step(xg2_matcher *m, int32_t t) {
+    const xg2_vocab *v = m->v;
+    xg2_u32vec edge = {0};
+    int r = xg2__token_edge_items(&m->parser, v, t, &edge);
+    if (r || !edge.n) {
+        vec_free(&edge);
+        return r ? -r : 0;
+    }
+    const uint8_t *b = (const uint8_t *)v->bytes + v->off[t];
+    uint32_t len = v->off[t + 1] - v->off[t], before = xg2__parser_len(&m->parser);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        start_work(m);
+        r = xg2__parser_push_token(&m->parser, b, len, v->flags[t] == 0, edge.a, edge.n);
+        if (r <= 0 || !m->max_history || history_bytes(m) <= m->max_history) break;
+        uint64_t have = history_bytes(m);
+        xg2__parser_pop(&m->parser, xg2__parser_len(&m->parser) - before);
+        if (attempt == 0 && compact(m, 8, 1)) { /* positions renumbered: find the edges again */
+            before = xg2__parser_len(&m->parser);
+            if ((r = xg2__token_edge_items(&m->parser, v, t, &edge))) { r = -r; break; }
+            continue;
+        }
+        r = -xg2__fail(XG2_ERR_LIMIT, "the matcher's history would exceed max_history_bytes = %llu (%llu bytes at this step; "
+                       "set max_rollback_tokens so that old history can be dropped, or raise the limit)",
+                       (unsigned long long)m->max_history, (unsigned long long)have);
+        break;
+    }
+    vec_free(&edge);
+    return r;
+}
+
 int xg2_matcher_accept_token(xg2_matcher *m, int32_t t, int *accepted) {
     int rc = enter(m);
     if (rc) return rc;
@@ -224,6 +259,18 @@ int xg2_matcher_accept_token(xg2_matcher *m, int32_t t, int *accepted) {
         goto out;
     }
     if (m->stop_step) goto out; /* terminated: every token is rejected (as XGrammar) */
+    if (m->g->token_kinds) { /* a token edge first: a stop token may be the grammar's last terminal */
+        uint32_t before = xg2__parser_len(&m->parser);
+        int r = token_step(m, t);
+        if (r < 0) { rc = work_status(m, -r, "accept"); goto out; }
+        if (r) {
+            if ((rc = record_step(m))) { xg2__parser_pop(&m->parser, xg2__parser_len(&m->parser) - before); goto out; }
+            if (is_stop(m, t) && xg2__parser_can_end(&m->parser)) m->stop_step = m->base + m->steps.n - 1;
+            *accepted = 1;
+            maybe_compact(m);
+            goto out;
+        }
+    }
     if (is_stop(m, t)) {
         if (xg2__parser_can_end(&m->parser)) {
             if ((rc = record_step(m))) goto out;
@@ -284,9 +331,16 @@ XG2_HIDDEN int xg2__matcher_fill(xg2_matcher *m, uint32_t *row, int *need_apply)
     } else {
         start_work(m);
         int64_t budget = m->parser.work_left;
-        int rc = xg2__mask_fill(&m->parser, v, row, &m->memo);
+        int rc;
+        if (xg2__parser_budget_near(&m->parser, v->max_token_len)) { /* cached entries know no budgets */
+            memset(row, 0, words * sizeof(uint32_t));
+            rc = xg2__mask_walk(&m->parser, v, row);
+        } else {
+            rc = xg2__mask_fill(&m->parser, v, row, &m->memo);
+        }
         m->last_fill_work = budget - m->parser.work_left;
         if ((rc = work_status(m, rc, "fill"))) return rc;
+        if (m->g->token_kinds && (rc = xg2__token_mask_add(&m->parser, m->c, row))) return rc;
         if (xg2__parser_can_end(&m->parser)) set_stop_bits(m, row);
     }
     /* need_apply is 0 only if every id < vocab_size is allowed. */

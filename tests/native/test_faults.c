@@ -631,10 +631,92 @@ TEST(lookahead_guards) {
     xg2_vocab_free(r.v);
 }
 
+static int32_t tok_id(const char *text) {
+    for (int32_t t = 0; t < n_toks; t++)
+        if (!strcmp(toks[t], text)) return t;
+    fprintf(stderr, "no token %s in the fixture\n", text);
+    exit(3);
+}
+
+/* Token edges, TokenTagDispatch and a budgeted rule: parse, compile (the
+ * plain-token bitset), then accept_token (token steps that span several
+ * positions) and fill_mask (the token sets added after the byte fill) under
+ * every budget, each checked against a run without faults. */
+TEST(token_edges) {
+    faults_off();
+    build_token_list();
+    xg2_vocab *v = new_vocab();
+    int32_t ta = tok_id("a"), tab = tok_id("ab"), tz = tok_id("z");
+    char text[512];
+    snprintf(text, sizeof text,
+             "root ::= (Token(%d) t | Token(%d) | ExcludeToken(%d, %d))* TokenTagDispatch((%d, u), excludes=(%d)) Token(%d)\n"
+             "t[max_tokens=2, max_chars=3] ::= [a-z]*\nu ::= \"q\"",
+             special_id, tab, special_id, tz, ta, tz, stop_id);
+    sweep_grammar(text, NULL);
+    xg2_grammar *g = MAKE_GRAMMAR(text);
+    if (!g) { xg2_vocab_free(v); return; }
+    long budget, total = 0;
+    for (budget = 0; budget < MAX_BUDGET; budget++) {
+        xg2_compiled *c = NULL;
+        faults_on(budget);
+        int rc = xg2_compiled_new(g, v, &c);
+        faults_off();
+        if (rc == XG2_OK) { xg2_compiled_free(c); break; }
+        CHECK_NOMEM(rc, "xg2_compiled_new (token edges)", budget);
+    }
+    xg2_compiled *c = NULL;
+    CHECK_RC(xg2_compiled_new(g, v, &c), XG2_OK);
+    int32_t walk_t[] = {special_id, ta, tab, tab, tok_id("x"), special_id, ta, ta, tok_id("q"), stop_id};
+    enum { N = sizeof walk_t / sizeof *walk_t };
+    int32_t ref[N + 1][8];
+    xg2_matcher *m = NULL;
+    CHECK_RC(xg2_matcher_new(c, NULL, -1, 0, &m), XG2_OK);
+    for (int i = 0; i <= N; i++) {
+        int need, acc = 0;
+        CHECK_RC(xg2_matcher_fill_mask(m, ref[i], mask_words(v), &need), XG2_OK);
+        if (i == N) break;
+        CHECK_RC(xg2_matcher_accept_token(m, walk_t[i], &acc), XG2_OK);
+        CHECKF(acc == 1, "token walk: step %d rejected", i);
+    }
+    CHECK(xg2_matcher_is_terminated(m));
+    xg2_matcher_free(m);
+    int64_t w = mask_words(v);
+    m = NULL;
+    CHECK_RC(xg2_matcher_new(c, NULL, -1, 0, &m), XG2_OK);
+    for (int i = 0; i < N; i++) {
+        for (budget = 0; budget < MAX_BUDGET; budget++) { /* the fill, then the token */
+            int32_t row[8];
+            int need;
+            faults_on(budget);
+            int rc = xg2_matcher_fill_mask(m, row, w, &need);
+            faults_off();
+            if (rc == XG2_OK) { CHECKF(!memcmp(row, ref[i], sizeof(int32_t) * (size_t)w), "token walk: mask %d differs", i); break; }
+            CHECK_NOMEM(rc, "fill_mask (token edges)", budget);
+        }
+        total += budget;
+        for (budget = 0; budget < MAX_BUDGET; budget++) {
+            int acc = -1;
+            faults_on(budget);
+            int rc = xg2_matcher_accept_token(m, walk_t[i], &acc);
+            faults_off();
+            if (rc == XG2_OK) { CHECKF(acc == 1, "token walk: step %d rejected after faults", i); break; }
+            CHECK_NOMEM(rc, "accept_token (token edges)", budget);
+            CHECK_EQ(xg2_matcher_num_steps(m), i);
+        }
+        total += budget;
+    }
+    CHECK(xg2_matcher_is_terminated(m));
+    fprintf(stderr, "  %ld failing budgets over %d token steps\n", total, (int)N);
+    xg2_matcher_free(m);
+    xg2_compiled_free(c);
+    xg2_grammar_free(g);
+    xg2_vocab_free(v);
+}
+
 int main(int argc, char **argv) {
     int rc = RUN_TESTS(argc, argv, T_(vocab_new), T_(grammar_from_ebnf), T_(grammar_print), T_(compiled_and_matcher_new),
                        T_(accept_token), T_(accept_bytes), T_(fill_mask), T_(fork_matcher), T_(jump_forward), T_(batch_fill),
-                       T_(lookahead_guards));
+                       T_(lookahead_guards), T_(token_edges));
     faults_off();
     free(ref_mask);
     free(ref_print);

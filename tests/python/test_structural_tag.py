@@ -122,13 +122,7 @@ def test_our_core_agrees_with_xgrammar(name, fmt, strings, dispatch):
         assert ours_accepts(st, s) == xgr_accepts_tag(st, s), s
 
 
-_ATTRS_XFAIL = pytest.mark.xfail(strict=True, reason="XGrammar's rule attributes (name[max_tokens=3] ::= ...) "
-                                 "are not parsed by the core yet (issue 24, open)")
-DISPATCH_PARAMS = [pytest.param(*c, id=c[0], marks=[_ATTRS_XFAIL] if "max_tokens" in json.dumps(c[1]) else [])
-                  for c in DISPATCH]
-
-
-@pytest.mark.parametrize("name,fmt,strings,dispatch", DISPATCH_PARAMS)
+@pytest.mark.parametrize("name,fmt,strings,dispatch", DISPATCH, ids=[c[0] for c in DISPATCH])
 def test_our_core_agrees_with_xgrammar_dispatch(name, fmt, strings, dispatch):
     st = _tag(fmt)
     for s in strings:

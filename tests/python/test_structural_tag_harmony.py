@@ -126,7 +126,6 @@ def test_required_ends_with_a_call():
     assert not _xgr_run("required", _tokens(GOOD[0]), GOOD[0])
 
 
-@pytest.mark.xfail(strict=True, reason="Token(...) is not in the core yet (issue 24, open): Harmony's markers are special tokens")
 def test_our_core_runs_harmony_with_stop_tokens_as_last_terminal():
     """<|call|> and <|return|> are stop tokens and the grammar's last terminal
     (XGrammar issue 701): accepted, and the matcher terminates."""
@@ -135,6 +134,21 @@ def test_our_core_runs_harmony_with_stop_tokens_as_last_terminal():
                               stop_token_ids=[SPECIAL["<|return|>"], SPECIAL["<|call|>"]])
     compiled = ours.GrammarCompiler(info).compile_structural_tag(
         ours.get_model_structural_tag("harmony", TOOLS))
-    for text in GOOD:
+    def run(tokens):
         m = ours.GrammarMatcher(compiled)
-        assert all(m.accept_token(t) for t in _tokens(text)) and m.is_terminated()
+        return all(m.accept_token(t) for t in tokens) and m.is_terminated()
+
+    for text in GOOD:
+        if "spelled out" in text:  # our core never reads a special token as text: spell that marker
+            head, tail = text.split("Hello ", 1)
+            tokens = _tokens(head) + enc.encode_ordinary("Hello " + tail[:-len("<|return|>")]) + [SPECIAL["<|return|>"]]
+            assert not run(_tokens(text)), "the special <|end|> ends the final message"
+        else:
+            tokens = _tokens(text)
+        assert run(tokens), text
+    for text in BAD:
+        assert not run(_tokens(text)), text
+    call = CALL  # (the prompt ends in <|start|>assistant)
+    assert run(_tokens(call))
+    at = call.index("<|channel|>")  # the same call with <|channel|> spelled out as text
+    assert not run(_tokens(call[:at]) + enc.encode_ordinary("<|channel|>") + _tokens(call[at + len("<|channel|>"):]))

@@ -126,7 +126,6 @@ def test_token_errors_name_their_path():
             structural_tag_to_ebnf({"type": "structural_tag", "format": fmt}, info)
 
 
-@pytest.mark.xfail(strict=True, reason="Token(...) and TokenTagDispatch are not in the core yet (issue 24, open)")
 def test_our_core_runs_token_formats():
     info = _infos()[0]
     compiled = ours.GrammarCompiler(info).compile_structural_tag({"type": "structural_tag", "format": TAG})
