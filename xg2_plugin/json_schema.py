@@ -152,7 +152,6 @@ _ARR_STRICT_KW = frozenset(_ARR_KW - {"items", "additionalItems", "unevaluatedIt
 KNOWN = ANNOTATIONS | _TYPE_KW | _NUM_KW | _STR_KW | _OBJ_KW | _ARR_KW | _APPLICATORS | _INTERNAL
 
 
-
 def _strict_applies(parts: list, keywords: frozenset, kind: str, declaring: str) -> bool:
     """strict_mode limits an object (array) to its declared properties (items) when the schema
     uses its keywords AND says it is an object (array): "type" names it, or it declares
