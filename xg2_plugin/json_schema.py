@@ -95,6 +95,7 @@ from ._errors import GrammarError, InvalidArgumentError, XG2Error
 from . import _budget
 from . import json_schema_formats as F
 from . import json_schema_fragments as FR
+from . import json_schema_presets as P
 from . import json_schema_regex as R
 
 __all__ = ["json_schema_to_ebnf"]
@@ -1654,7 +1655,7 @@ class _Converter:
                 fmt = s["format"]
                 p = _ptr_join(path, "format")
                 if fmt in F.FORMAT_PATTERNS:
-                    irs.append((R.parse_pattern(F.FORMAT_PATTERNS[fmt]), "format", p))
+                    irs.append((fmt, "format", p))  # (its name: parsed below unless the preset does)
                     if fmt in F.FORMAT_MAX_LENGTH:
                         max_len = F.FORMAT_MAX_LENGTH[fmt] if max_len is None else min(max_len, F.FORMAT_MAX_LENGTH[fmt])
                 elif fmt in F.UNSUPPORTED_FORMATS:
@@ -1666,6 +1667,11 @@ class _Converter:
         if max_len is not None and max_len < min_len:
             return None
         q = '"\\""'
+        if len(irs) == 1 and isinstance(irs[0][0], str) and not negs and not not_vals:
+            text, lo, hi = P.FORMATS[irs[0][0]]  # (as the general case below would emit it)
+            if lo >= min_len and (max_len is None or (hi is not None and hi <= max_len)):
+                return self.hoist(f"{q} {text} {q}", f"{hint}-str")
+        irs = [(R.parse_pattern(F.FORMAT_PATTERNS[ir]) if isinstance(ir, str) else ir, kw, p) for ir, kw, p in irs]
         if not irs and not negs and not not_vals:
             if min_len == 0 and max_len is None:
                 return R.JSON_STRING_LOOSE
