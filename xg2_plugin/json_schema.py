@@ -2063,7 +2063,7 @@ class _Converter:
         out: Dict[Any, str] = {}
         for cs, n in uses.items():
             text = R.encode_set(cs)
-            if n > 1 and len(text) > _SHARED_SET_MIN_CHARS and n * len(text) <= _SHARED_SET_MAX_COPIES:
+            if text is not None and n > 1 and len(text) > _SHARED_SET_MIN_CHARS and n * len(text) <= _SHARED_SET_MAX_COPIES:
                 out[cs] = name = f"{prefix}-c{len(out)}"
                 self.add_rule(name, text, ())
         return out
