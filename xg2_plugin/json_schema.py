@@ -97,6 +97,7 @@ from ._errors import GrammarError, InvalidArgumentError, XG2Error
 from . import _budget
 from . import json_schema_formats as F
 from . import json_schema_fragments as FR
+from . import json_schema_presets as P
 from . import json_schema_regex as R
 
 __all__ = ["json_schema_to_ebnf"]
@@ -113,6 +114,11 @@ _SHARED_VALUE_CHARS = 4096  # a value text repeated past this in one object is a
 # pattern added 800 rules, 2.5 MB of grammar and 1.3 s of the core's compile,
 # where the separate cases cost 0.2 s).
 _PATTERN_KEYS_MAX_STATES = 256
+# A character set spelled by many transitions becomes a rule of its own past this
+# length, when uses x length stays below the core's bound on copies of an expanded
+# rule (XG2_REGION_COPIES_MAX_NFA: a set's text is longer than its states' estimate).
+_SHARED_SET_MIN_CHARS = 64
+_SHARED_SET_MAX_COPIES = 4 * 8192
 _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")  # an expression that is one rule name
 _NAMED_CHAIN_MIN = 32  # objects with more properties keep the rule names of their chain rules
 # Nesting bounds.  Compiled with mypyc the converter has no recursion limit (too
@@ -1669,7 +1675,7 @@ class _Converter:
                 fmt = s["format"]
                 p = _ptr_join(path, "format")
                 if fmt in F.FORMAT_PATTERNS:
-                    irs.append((R.parse_pattern(F.FORMAT_PATTERNS[fmt]), "format", p))
+                    irs.append((fmt, "format", p))  # (its name: parsed below unless the preset does)
                     if fmt in F.FORMAT_MAX_LENGTH:
                         max_len = F.FORMAT_MAX_LENGTH[fmt] if max_len is None else min(max_len, F.FORMAT_MAX_LENGTH[fmt])
                 elif fmt in F.UNSUPPORTED_FORMATS:
@@ -1681,6 +1687,11 @@ class _Converter:
         if max_len is not None and max_len < min_len:
             return None
         q = '"\\""'
+        if len(irs) == 1 and isinstance(irs[0][0], str) and not negs and not not_vals:
+            text, lo, hi = P.FORMATS[irs[0][0]]  # (as the general case below would emit it)
+            if lo >= min_len and (max_len is None or (hi is not None and hi <= max_len)):
+                return self.hoist(f"{q} {text} {q}", f"{hint}-str")
+        irs = [(R.parse_pattern(F.FORMAT_PATTERNS[ir]) if isinstance(ir, str) else ir, kw, p) for ir, kw, p in irs]
         if not irs and not negs and not not_vals:
             if min_len == 0 and max_len is None:
                 return R.JSON_STRING_LOOSE
@@ -2045,9 +2056,10 @@ class _Converter:
         prefix = self.new_name("key")
         rule = {i: f"{prefix}-s{k}" for k, i in enumerate(sorted(live))}
         used: Dict[str, None] = {}
+        sets = self.shared_sets(prefix, [cs for i in live for cs, t in trans[i] if t in live])
         for i in sorted(live):
-            alts = [f"{R.encode_set(cs)} {rule[t]}" for cs, t in trans[i] if t in live]
-            refs = [rule[t] for _, t in trans[i] if t in live]
+            alts = [f"{sets.get(cs) or R.encode_set(cs)} {rule[t]}" for cs, t in trans[i] if t in live]
+            refs = [x for cs, t in trans[i] if t in live for x in (sets.get(cs), rule[t]) if x]
             tail = tails[i]
             if tail is not None:
                 alts.append(tail)
@@ -2055,6 +2067,21 @@ class _Converter:
             self.add_rule(rule[i], " | ".join(alts), tuple(dict.fromkeys(refs)))
             used[rule[i]] = None
         return [(f"{q} {rule[0]}", None, tuple(used), True)]
+
+    def shared_sets(self, prefix: str, sets: list) -> Dict[Any, str]:
+        """Rules for the character sets that many of an automaton's transitions
+        spell (a key pattern's 'any other character' in each of its states): the
+        core parses each once instead of once per state, and expands it into each
+        caller as it would the text, when the copies stay few (the product of uses
+        and text bounds the states they add); set -> rule name."""
+        uses = Counter(sets)
+        out: Dict[Any, str] = {}
+        for cs, n in uses.items():
+            text = R.encode_set(cs)
+            if text is not None and n > 1 and len(text) > _SHARED_SET_MIN_CHARS and n * len(text) <= _SHARED_SET_MAX_COPIES:
+                out[cs] = name = f"{prefix}-c{len(out)}"
+                self.add_rule(name, text, ())
+        return out
 
     def name_dfa(self, sub, path):
         """A DFA of the strings valid under a propertyNames schema (None: all)."""

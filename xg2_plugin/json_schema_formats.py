@@ -37,6 +37,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import List, Optional, Tuple
 
+from .json_schema_presets import NUMBERS as PRESET_NUMBERS
 from .json_schema_regex import digits_set
 
 MAX_FLOAT = Fraction("1.7976931348623157e308")  # repr(sys.float_info.max), just below it
@@ -501,11 +502,13 @@ def number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
     multiples of 10**-s only."""
     if nonint and notmult is None:
         notmult = 0
-    key = (_tag(lo), bool(lo_excl), _tag(hi), bool(hi_excl), integer or False, _tag(multiple), notmult,
-           tuple(_tag(x) for x in exclude))
+    key = number_cache_key(lo, lo_excl, hi, hi_excl, integer, multiple, notmult, exclude)
     hit = _NUMBER_CACHE.get(key)
     if hit is not None:
         return hit[0]
+    preset = PRESET_NUMBERS.get(key)  # (the numeric formats' ranges, written out)
+    if preset is not None:
+        return preset
     rules = []
     out = _number_expr(lo, lo_excl, hi, hi_excl, integer, multiple,
                        lambda n, b: rules.append((n, b)), prefix, notmult, exclude)
@@ -522,6 +525,11 @@ def number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
 
 
 _NUMBER_CACHE: dict = {}
+
+
+def number_cache_key(lo, lo_excl, hi, hi_excl, integer, multiple, notmult, exclude) -> tuple:
+    return (_tag(lo), bool(lo_excl), _tag(hi), bool(hi_excl), integer or False, _tag(multiple), notmult,
+            tuple(_tag(x) for x in exclude))
 
 
 def _tag(v):

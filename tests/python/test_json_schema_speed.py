@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import numpy as np
 import pytest
 
 import xg2_plugin as xgr
+from xg2_plugin import json_schema_formats as F
 from xg2_plugin import json_schema_regex as R
+from xg2_plugin.json_schema import json_schema_to_ebnf
 from xg2_plugin.compiler import CompiledGrammar
 
 _BYTES = []
@@ -158,3 +161,62 @@ def test_budget_without_memory_limit_survives_frees_of_older_blocks():
     with _budget.compile_budget(time_limit_ms=None, memory_limit_bytes=1 << 30):
         grammars = [xgr.Grammar.from_ebnf('root ::= "a"') for _ in range(5)]
         assert len(grammars) == 5
+
+
+def test_written_out_formats_and_numeric_ranges_are_current():
+    """json_schema_presets is generate()'s output for today's format patterns and
+    number grammars (a change to either must regenerate it)."""
+    from xg2_plugin import json_schema_presets as P
+
+    with open(P.__file__, encoding="utf-8") as f:
+        assert f.read() == P.generate()
+    assert set(P.FORMATS) == set(F.FORMAT_PATTERNS)
+    assert len(P.NUMBERS) == 2 * len(F.NUMERIC_FORMATS)
+
+
+def _cold_ebnf(schema):
+    R.parse_pattern.cache_clear()
+    F._NUMBER_CACHE.clear()
+    return json_schema_to_ebnf(json.dumps(schema), any_whitespace=True, strict_mode=False)
+
+
+@pytest.mark.parametrize("fmt", sorted(F.FORMAT_PATTERNS))
+def test_a_string_format_is_not_parsed_again(fmt):
+    """A plain format string takes the written-out grammar: no pattern is parsed
+    (a cold date-time was 2 ms of front-end), and the EBNF is the general case's,
+    which a length bound the format does not imply still takes."""
+    lo, hi = R.length_bounds(R.parse_pattern(F.FORMAT_PATTERNS[fmt]))
+    fast = _cold_ebnf({"type": ["string", "null"], "format": fmt})
+    assert R.parse_pattern.cache_info().currsize == 0
+    if hi is not None:  # a bound the format implies: the same grammar
+        assert _cold_ebnf({"type": ["string", "null"], "format": fmt, "maxLength": hi}) == fast
+        assert R.parse_pattern.cache_info().currsize == 0
+    _cold_ebnf({"type": ["string", "null"], "format": fmt, "minLength": lo + 1})  # one it does not
+    assert R.parse_pattern.cache_info().currsize == 1
+
+
+@pytest.mark.parametrize("fmt", sorted(F.NUMERIC_FORMATS))
+def test_a_numeric_format_is_not_built_again(fmt):
+    fast = _cold_ebnf({"type": "integer", "format": fmt})
+    assert not F._NUMBER_CACHE  # (a preset hit stores nothing: nothing was built)
+    lo, hi = F.NUMERIC_FORMATS[fmt]
+    built = F._number_expr(lo, False, hi, False, True, None, lambda n, b: None, "num", None, ())
+    assert built in fast
+
+
+def test_a_key_automatons_other_characters_are_one_rule():
+    """An unanchored key pattern's states each read 'any other character' (~430
+    characters of EBNF): one shared rule, not a copy per state (18.7 KB of EBNF
+    for 33 states, half the core's parse), which the core still expands into each
+    state: the same automaton as the text written out in every state."""
+    schema = {"type": "object", "patternProperties": {"[0-9a-f]{32}": {"type": "null"}}}
+    ebnf = json_schema_to_ebnf(json.dumps(schema), any_whitespace=True, strict_mode=False)
+    rules = dict(line.split(" ::= ", 1) for line in ebnf.splitlines())
+    shared = [n for n in rules if re.fullmatch(r"key\d*-c\d+", n)]
+    assert len(shared) == 1 and len(rules[shared[0]]) > 400
+    assert len(ebnf) < 6000
+    written_out = "\n".join(f"{n} ::= {b}".replace(f"{shared[0]} ", f"({rules[shared[0]]}) ")
+                            for n, b in rules.items() if n != shared[0])
+    assert shared[0] not in written_out
+    g, g_text = xgr.Grammar.from_ebnf(ebnf), xgr.Grammar.from_ebnf(written_out)
+    assert g.num_states == g_text.num_states
