@@ -8,38 +8,25 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 
 import pytest
 
 import xg2_plugin as ours
 from xg2_plugin.structural_tag.convert import structural_tag_to_ebnf
 
+import o200k_harmony
 from st_helpers import ours_in_xgr_accepts, xgr
 
-bpe_openai = pytest.importorskip("bpe_openai", reason="the o200k vocabulary comes from bpe-openai (a test dependency)")
+pytest.importorskip("bpe_openai", reason="the o200k vocabulary comes from bpe-openai (a test dependency)")
 
-SPECIAL = {"<|startoftext|>": 199998, "<|endoftext|>": 199999, "<|return|>": 200002, "<|constrain|>": 200003,
-           "<|channel|>": 200005, "<|start|>": 200006, "<|end|>": 200007, "<|message|>": 200008, "<|call|>": 200012}
-N_VOCAB = 201088
-EOT = 199999
+SPECIAL, N_VOCAB, EOT = o200k_harmony.SPECIAL, o200k_harmony.N_VOCAB, o200k_harmony.EOT
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}]
 
 
 @functools.lru_cache(maxsize=1)
-def _o200k():
-    enc = bpe_openai.get_encoding("o200k_base")
-    vocab = [enc.decode_single_token_bytes(i) for i in range(199998)]
-    vocab += [f"<|reserved_{i}|>".encode() for i in range(199998, N_VOCAB)]
-    for text, i in SPECIAL.items():
-        vocab[i] = text.encode()
-    return enc, vocab
-
-
-@functools.lru_cache(maxsize=1)
 def _infos():
-    enc, vocab = _o200k()
+    _, vocab = o200k_harmony.load()
     info = ours.TokenizerInfo(vocab, special_token_ids=list(range(199998, N_VOCAB)), stop_token_ids=[EOT])
     return info, xgr.TokenizerInfo(vocab, stop_token_ids=[EOT])
 
@@ -47,15 +34,9 @@ def _infos():
 def _tokens(text: str, spelled=False):
     """The transcript's tokens: markers as their special tokens (``spelled``: as
     ordinary text instead)."""
-    enc, _ = _o200k()
     if spelled:
-        return enc.encode_ordinary(text)
-    out, at = [], 0
-    for m in re.finditer("|".join(map(re.escape, SPECIAL)), text):
-        out += enc.encode_ordinary(text[at:m.start()])
-        out.append(SPECIAL[m.group(0)])
-        at = m.end()
-    return out + enc.encode_ordinary(text[at:])
+        return o200k_harmony.load()[0].encode_ordinary(text)
+    return o200k_harmony.tokens(text)
 
 
 @functools.lru_cache(maxsize=8)
@@ -129,7 +110,7 @@ def test_required_ends_with_a_call():
 def test_our_core_runs_harmony_with_stop_tokens_as_last_terminal():
     """<|call|> and <|return|> are stop tokens and the grammar's last terminal
     (XGrammar issue 701): accepted, and the matcher terminates."""
-    enc, vocab = _o200k()
+    enc, vocab = o200k_harmony.load()
     info = ours.TokenizerInfo(vocab, special_token_ids=list(range(199998, N_VOCAB)),
                               stop_token_ids=[SPECIAL["<|return|>"], SPECIAL["<|call|>"]])
     compiled = ours.GrammarCompiler(info).compile_structural_tag(

@@ -30,6 +30,7 @@ import pytest
 
 import xg2_plugin as ours
 from xg2_plugin import GrammarError, LimitExceededError
+import o200k_harmony
 from vocabs import bits_of_row, fill
 
 # ---------------------------------------------------------------------------------------
@@ -108,9 +109,7 @@ def test_special_tokens_only_through_token_edges(deepseek):
 # Harmony on o200k: the markers are special tokens
 # ---------------------------------------------------------------------------------------
 
-SPECIAL = {"<|return|>": 200002, "<|constrain|>": 200003, "<|channel|>": 200005, "<|start|>": 200006,
-           "<|end|>": 200007, "<|message|>": 200008, "<|call|>": 200012}
-N_O200K = 201088
+SPECIAL, N_O200K = o200k_harmony.SPECIAL, o200k_harmony.N_VOCAB
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
 TRANSCRIPT = ("<|channel|>analysis<|message|>Need the tool.<|end|><|start|>assistant<|channel|>commentary "
@@ -119,32 +118,16 @@ TRANSCRIPT = ("<|channel|>analysis<|message|>Need the tool.<|end|><|start|>assis
 
 @functools.lru_cache(maxsize=1)
 def _o200k():
-    bpe_openai = pytest.importorskip("bpe_openai", reason="the o200k vocabulary comes from bpe-openai (a test dependency)")
-    enc = bpe_openai.get_encoding("o200k_base")
-    vocab = [enc.decode_single_token_bytes(i) for i in range(199998)]
-    vocab += [f"<|reserved_{i}|>".encode() for i in range(199998, N_O200K)]
-    for text, i in SPECIAL.items():
-        vocab[i] = text.encode()
+    enc, vocab = o200k_harmony.load()
     info = ours.TokenizerInfo(vocab, special_token_ids=list(range(199998, N_O200K)),
                               stop_token_ids=[SPECIAL["<|return|>"], SPECIAL["<|call|>"]])
     return enc, vocab, info
 
 
-def _harmony_tokens(enc, text):
-    import re
-
-    out, at = [], 0
-    for m in re.finditer("|".join(map(re.escape, SPECIAL)), text):
-        out += enc.encode_ordinary(text[at:m.start()])
-        out.append(SPECIAL[m.group(0)])
-        at = m.end()
-    return out + enc.encode_ordinary(text[at:])
-
-
 def test_harmony_mask_oracle_on_o200k():
     enc, vocab, info = _o200k()
     compiled = ours.GrammarCompiler(info).compile_structural_tag(ours.get_model_structural_tag("harmony", TOOLS))
-    tokens = _harmony_tokens(enc, TRANSCRIPT)
+    tokens = o200k_harmony.tokens(TRANSCRIPT)
     np_rng = np.random.default_rng(7)
     m = ours.GrammarMatcher(compiled)
     V = info.vocab_size
@@ -170,10 +153,10 @@ def test_harmony_mask_oracle_on_o200k():
 def test_harmony_spelled_marker_is_text_not_a_marker():
     enc, vocab, info = _o200k()
     compiled = ours.GrammarCompiler(info).compile_structural_tag(ours.get_model_structural_tag("harmony", TOOLS))
-    good = _harmony_tokens(enc, TRANSCRIPT)
+    good = o200k_harmony.tokens(TRANSCRIPT)
     at = TRANSCRIPT.index("<|channel|>commentary")
-    spelled = (_harmony_tokens(enc, TRANSCRIPT[:at]) + enc.encode_ordinary("<|channel|>")
-               + _harmony_tokens(enc, TRANSCRIPT[at + len("<|channel|>"):]))
+    spelled = (o200k_harmony.tokens(TRANSCRIPT[:at]) + enc.encode_ordinary("<|channel|>")
+               + o200k_harmony.tokens(TRANSCRIPT[at + len("<|channel|>"):]))
 
     def run(ts):
         m = ours.GrammarMatcher(compiled)
