@@ -9,6 +9,7 @@ allowed exactly when the grammar can end; ids beyond the tokenizer's vocabulary
 from __future__ import annotations
 
 import json
+import re
 from enum import Enum
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -76,6 +77,8 @@ def _vocab_bytes(encoded_vocab: Any) -> List[bytes]:
         raise InvalidArgumentError(
             f"encoded_vocab must be a sequence of str or bytes, got {type(encoded_vocab).__name__}"
         ) from None
+    if all(type(t) is str for t in items):  # (the common case, in one comprehension)
+        return [t.encode("utf-8", "surrogatepass") for t in items]
     out = []
     for i, token in enumerate(items):
         if isinstance(token, bytes):
@@ -472,8 +475,14 @@ def _detect_from_vocab(vocab: Dict[str, int]) -> Optional[VocabType]:
         return VocabType.BYTE_FALLBACK
     if sum(c in vocab for c in _BYTE_LEVEL_CHARS) < 128:
         return None
-    in_alphabet = sum(all(c in _BYTE_LEVEL_CHARS for c in t) for t in vocab)
+    # (one scan of the joined text in C; per token only when some token strays)
+    if _NOT_BYTE_LEVEL.search("".join(vocab)) is None:
+        return VocabType.BYTE_LEVEL
+    in_alphabet = sum(_NOT_BYTE_LEVEL.search(t) is None for t in vocab)
     return VocabType.BYTE_LEVEL if in_alphabet >= 0.99 * len(vocab) else None
+
+
+_NOT_BYTE_LEVEL = re.compile("[^" + re.escape("".join(sorted(_BYTE_LEVEL_CHARS))) + "]")
 
 
 _BYTE_TO_CHAR: Dict[int, str] = {}

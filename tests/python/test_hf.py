@@ -234,3 +234,19 @@ def test_demo_runs(tmp_path):
     value = json.loads(lines[0][len("output:") :])
     assert set(value) == {"name", "age", "tags"}
     assert "check:    OK" in proc.stdout
+
+
+def test_vocabulary_encoding_detection_allows_a_few_stray_tokens():
+    # The byte-level check scans the joined vocabulary once; when some token holds a
+    # character outside GPT-2's byte alphabet it counts per token: up to 1% strays
+    # (added tokens written as plain text) still read as byte-level.
+    from xg2_plugin.tokenizer import VocabType, _BYTE_LEVEL_CHARS, _detect_from_vocab
+
+    alphabet = sorted(_BYTE_LEVEL_CHARS)
+    words = {t: i for i, t in enumerate(alphabet + [a + b for a in alphabet for b in alphabet[:60]])}
+    n = len(words)
+    assert _detect_from_vocab(words) is VocabType.BYTE_LEVEL
+    few = dict(words, **{f"plain text {k}": n + k for k in range(n // 200)})
+    assert _detect_from_vocab(few) is VocabType.BYTE_LEVEL
+    many = dict(words, **{f"plain text {k}": n + k for k in range(n // 50)})
+    assert _detect_from_vocab(many) is None
