@@ -283,3 +283,42 @@ def test_legacy_item_with_a_pydantic_model_schema():
     assert not ours_in_xgr_accepts(st, '<a>{"x": "1"}</a>')
     with pytest.raises(GrammarError, match=r"tags\[0\]\.schema: not valid JSON"):
         StructuralTag.from_legacy_structural_tag([StructuralTagItem(begin="<a>", schema="{", end="</a>")], ["<a"])
+
+
+def _rename_by_tokens(ebnf, prefix):
+    """The token-by-token renaming rename_rules replaced (its oracle here)."""
+    import re
+
+    token = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|([A-Za-z_][A-Za-z0-9_.-]*)|\s+|.', re.S)
+    defined = set(re.findall(r"(?m)^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*::=", ebnf))
+    out = []
+    for m in token.finditer(ebnf):
+        name = m.group(1)
+        out.append(prefix + name if name is not None and name in defined and not ebnf.startswith("(", m.end())
+                   else m.group(0))
+    return "".join(out)
+
+
+def test_rename_rules_renames_names_only_as_the_tokenizer_did():
+    import random
+    import re
+
+    from xg2_plugin.json_schema import json_schema_to_ebnf
+    from xg2_plugin.structural_tag.convert import rename_rules
+
+    texts = [json_schema_to_ebnf(s) for s in (
+        {"type": "object", "properties": {"a": {"type": "string", "pattern": "^x[a-z]+$"}, "b": {"enum": ["r", "s"]}}},
+        {"type": "array", "items": {"anyOf": [{"type": "integer", "minimum": 3}, {"type": "null"}]}},
+        {"type": "object", "additionalProperties": {"type": "number"}, "required": ["k"]})]
+    rng = random.Random(5)
+    atoms = ['a', 'b', 'ab.c', 'a(', 'ab.c(', 'root', '"a b"', '"\\"a"', '[a-z]', '[\\]a]', 'F(', ' ', '(', ')', '|', '*', '\n', 'a_1', '-', 'x']
+    for _ in range(200):
+        body = "".join(rng.choice(atoms) for _ in range(rng.randint(1, 30)))
+        texts.append(f"root ::= {body}\na ::= \"q\"\nab.c ::= F(a, b)\n")
+    for text in texts:
+        rules, root = rename_rules(text, "p_")
+        want = _rename_by_tokens(text, "p_")
+        starts = list(re.finditer(r"(?m)^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*::=", want))
+        want_rules = {m.group(1): want[m.end():(starts[i + 1].start() if i + 1 < len(starts) else len(want))].strip()
+                      for i, m in enumerate(starts)}
+        assert root == "p_root" and rules == want_rules, text

@@ -144,3 +144,23 @@ def test_token_formats_parse_from_model_dict_and_json(name, fmt, seqs):
     assert a == b == parse_structural_tag(a) == parse_structural_tag(a.model_dump_json())
     info = _infos()[0]
     assert structural_tag_to_ebnf(a, info) == structural_tag_to_ebnf(b, info)
+
+
+def test_special_texts_are_found_leftmost_longest_like_a_regex_alternation():
+    # Special tokens' texts in tag strings are found without compiling a regex of
+    # them all (slow for Llama-3's 256); oracle: that regex, longest first.
+    import random
+    import re
+
+    from xg2_plugin.structural_tag.convert import _SpecialTexts
+
+    rng = random.Random(24)
+    alpha = "<|>ab"
+    for _ in range(300):
+        words = list({"".join(rng.choice(alpha) for _ in range(rng.randint(2, 5))) for _ in range(rng.randint(1, 8))})
+        ref = re.compile("|".join(map(re.escape, sorted(words, key=len, reverse=True))))
+        finder = _SpecialTexts(words)
+        for _ in range(30):
+            text = "".join(rng.choice(alpha + "xy]\\-^") for _ in range(rng.randint(0, 20)))
+            assert list(finder.finditer(text)) == [(m.start(), m.end(), m.group(0)) for m in ref.finditer(text)]
+            assert finder.search(text) == next(((m.start(), m.end(), m.group(0)) for m in ref.finditer(text)), None)

@@ -17,7 +17,7 @@ import re
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from .._errors import GrammarError, InvalidArgumentError, LimitExceededError, XG2Error
 from ..grammar import ebnf_string_literal
@@ -29,23 +29,25 @@ _MAX_EXCLUDES = 10_000
 
 # ---- renaming a piece of EBNF into its own namespace ----
 
-_EBNF_TOKEN = re.compile(
-    r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|([A-Za-z_][A-Za-z0-9_.-]*)|\s+|.', re.S)
 _LHS = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*::=", re.M)
+
+
+# A string, a class, or a name that is not a macro's (the name taken whole, as an
+# atomic group: its tail is no name before "(" either); what lies between is left
+# as it is, so re.sub skips it in C.
+_EBNF_NAME = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|(?=([A-Za-z_][A-Za-z0-9_.-]*))\1(?!\()', re.S)
 
 
 def rename_rules(ebnf: str, prefix: str) -> Tuple[Dict[str, str], str]:
     """The rules of ``ebnf`` renamed ``prefix + name`` (macro names, strings and
     character classes untouched): (name -> body, the renamed root)."""
     defined = set(_LHS.findall(ebnf))
-    out: List[str] = []
-    for m in _EBNF_TOKEN.finditer(ebnf):
+
+    def rename(m: "re.Match[str]") -> str:
         name = m.group(1)
-        if name is not None and name in defined and not ebnf.startswith("(", m.end()):
-            out.append(prefix + name)
-        else:
-            out.append(m.group(0))
-    text = "".join(out)
+        return prefix + name if name is not None and name in defined else m.group(0)
+
+    text = _EBNF_NAME.sub(rename, ebnf)
     rules: Dict[str, str] = {}
     starts = [m for m in _LHS.finditer(text)]
     for i, m in enumerate(starts):
@@ -143,8 +145,8 @@ class _Vocab:
                 self.special.setdefault(text, i)
         self._by_text: Optional[Dict[str, int]] = None
         self.literals: Dict[str, str] = {}  # lit()'s results: text -> EBNF
-        words = sorted((t for t in self.special if len(t) > 1), key=len, reverse=True)
-        self.pattern = re.compile("|".join(map(re.escape, words))) if words else None
+        words = [t for t in self.special if len(t) > 1]
+        self.pattern = _SpecialTexts(words) if words else None
 
     @property
     def by_text(self) -> Dict[str, int]:
@@ -160,6 +162,37 @@ class _Vocab:
             by_text.update(self.special)
             self._by_text = by_text
         return self._by_text
+
+
+class _SpecialTexts:
+    """Finds the special tokens' texts in a string, leftmost then longest (what a
+    regex alternation of them, longest first, finds), without compiling one: the
+    regex of Llama-3's 256 special tokens took 0.1 s to compile, in every cold
+    process's first structural tag."""
+
+    def __init__(self, words: List[str]) -> None:
+        self.by_first: Dict[str, List[str]] = {}
+        for w in sorted(words, key=len, reverse=True):
+            self.by_first.setdefault(w[0], []).append(w)
+        self.firsts = re.compile("[" + "".join(map(re.escape, self.by_first)) + "]")
+
+    def finditer(self, text: str) -> Iterator[Tuple[int, int, str]]:
+        """(start, end, text) of each match, left to right, not overlapping."""
+        at = 0
+        while True:
+            m = self.firsts.search(text, at)
+            if m is None:
+                return
+            s = m.start()
+            at = s + 1
+            for w in self.by_first[text[s]]:
+                if text.startswith(w, s):
+                    yield s, s + len(w), w
+                    at = s + len(w)
+                    break
+
+    def search(self, text: str) -> Optional[Tuple[int, int, str]]:
+        return next(self.finditer(text), None)
 
 
 def _vocab_of(info) -> Optional[_Vocab]:
@@ -215,11 +248,11 @@ class _Converter:
 
     def _lit(self, text: str) -> str:
         parts, at = [], 0
-        for m in self.vocab.pattern.finditer(text):
-            if m.start() > at:
-                parts.append(ebnf_string_literal(text[at:m.start()]))
-            parts.append(f"Token({self.vocab.special[m.group(0)]})")
-            at = m.end()
+        for start, end, special in self.vocab.pattern.finditer(text):
+            if start > at:
+                parts.append(ebnf_string_literal(text[at:start]))
+            parts.append(f"Token({self.vocab.special[special]})")
+            at = end
         if at < len(text):
             parts.append(ebnf_string_literal(text[at:]))
         return " ".join(parts)
@@ -444,7 +477,7 @@ class _Converter:
         if self.vocab is not None and self.vocab.pattern is not None:
             m = self.vocab.pattern.search(trigger)
             if m:
-                raise GrammarError(f"{path}: the trigger {trigger!r} holds the special token {m.group(0)!r}; a "
+                raise GrammarError(f"{path}: the trigger {trigger!r} holds the special token {m[2]!r}; a "
                                    "trigger is either plain text or exactly one special token")
 
     def f_dispatch(self, f, path, ends):
