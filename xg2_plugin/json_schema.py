@@ -2057,10 +2057,20 @@ class _Converter:
         rule = {i: f"{prefix}-s{k}" for k, i in enumerate(sorted(live))}
         used: Dict[str, None] = {}
         sets = self.shared_sets(prefix, [cs for i in live for cs, t in trans[i] if t in live])
+        # a value's tail that several states end in (a pattern's run of states, each
+        # of which a key may end at) is a rule of its own, parsed once
+        tail_uses = Counter(tails[i] for i in live if tails[i] is not None)
+        tail_rules: Dict[str, str] = {}
+        for text, n in tail_uses.items():
+            if n > 1:
+                tail_rules[text] = name = f"{prefix}-t{len(tail_rules)}"
+                self.add_rule(name, text, tuple(dict.fromkeys(_rule_refs(text))))
         for i in sorted(live):
             alts = [f"{sets.get(cs) or R.encode_set(cs)} {rule[t]}" for cs, t in trans[i] if t in live]
             refs = [x for cs, t in trans[i] if t in live for x in (sets.get(cs), rule[t]) if x]
             tail = tails[i]
+            if tail is not None and tail in tail_rules:
+                tail = tail_rules[tail]
             if tail is not None:
                 alts.append(tail)
                 refs.extend(_rule_refs(tail))

@@ -142,10 +142,12 @@ def test_hopcroft_gives_the_partition_of_moore_rounds():
 
 
 def test_unanchored_key_pattern_schema_is_small():
-    # issue 23's ordinary schema: its key automaton stays the minimal one
+    # issue 23's ordinary schema: its key automaton stays the minimal one (33 states,
+    # a rule each), and the value tail its 32 unmatched states share is one rule
+    # (613 automaton states when each state spelled it out)
     schema = {"type": "object", "patternProperties": {"[0-9a-f]{32}": {"type": "null"}}}
     g = xgr.Grammar.from_json_schema(json.dumps(schema), strict_mode=False)
-    assert g.num_rules <= 40
+    assert g.num_rules <= 41 and g.num_states <= 500
 
 
 def test_budget_without_memory_limit_survives_frees_of_older_blocks():
