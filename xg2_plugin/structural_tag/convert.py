@@ -279,9 +279,12 @@ class _Converter:
             from .xml_styles import xml_schema_piece
 
             return self.add_piece(xml_schema_piece(self, f, path))
+        schema = f.json_schema
         if f.excludes:
-            raise GrammarError(f"{path}.excludes: excluded substrings in JSON strings are not supported yet")
-        return self.add_piece(json_schema_piece(f.json_schema, f"{path}.json_schema", any_order=f.any_order,
+            from .json_excludes import exclude_words
+
+            schema = exclude_words(schema, self.text_excludes(f.excludes, f"{path}.excludes"), f"{path}.json_schema")
+        return self.add_piece(json_schema_piece(schema, f"{path}.json_schema", any_order=f.any_order,
                                                 max_whitespace_cnt=f.max_whitespace_cnt))
 
     def f_qwen_xml_parameter(self, f, path, ends):
