@@ -28,6 +28,7 @@ from typing import Any, List
 
 from .. import json_schema_formats as _formats
 from .._errors import GrammarError
+from ..json_schema import _ARR_STRICT_KW, _OBJ_STRICT_KW
 
 ANY_NAME = "xg2_excludes_any"
 
@@ -85,6 +86,14 @@ def _checked(s: Any) -> bool:
     return isinstance(s, dict) and ("pattern" in s or s.get("format") in _formats.FORMAT_PATTERNS)
 
 
+def _strict(conjuncts: List[dict], keywords, kind: str, declaring: str) -> bool:
+    """Whether the front-end's strict mode (XGrammar's) already allows no extra
+    properties (items) here: the conjuncts use its keywords and say they are ``kind``.
+    Then nothing is added, which would lift that limit."""
+    return (any(not keywords.isdisjoint(c) for c in conjuncts)
+            and any(_may_be(c, kind) and "type" in c or declaring in c for c in conjuncts))
+
+
 def _may_be(s: dict, t: str) -> bool:
     ty = s.get("type")
     return ty is None or ty == t or (isinstance(ty, list) and t in ty)
@@ -138,15 +147,19 @@ class _Transform:
     def add(self, s: dict, out: dict, exempt: bool) -> None:
         if _may_be(s, "string") and not exempt:
             out["allOf"] = list(out.get("allOf", [])) + [self.str_not]
+        conjuncts = [s] + [b for b in s.get("allOf", ()) if isinstance(b, dict)]
         if _may_be(s, "object"):
             out["propertyNames"] = {"allOf": [s["propertyNames"], self.key_not]} if "propertyNames" in s \
                 else self.key_not
-            if "additionalProperties" not in s and "unevaluatedProperties" not in s:
+            if not any(k in c for c in conjuncts for k in ("additionalProperties", "unevaluatedProperties")) \
+                    and not _strict(conjuncts, _OBJ_STRICT_KW, "object", "properties"):
                 out["additionalProperties"] = self.any
-        if _may_be(s, "array") and "unevaluatedItems" not in s:
-            if "items" not in s:
-                out["items"] = self.any
-            elif isinstance(s["items"], list) and "additionalItems" not in s:
+        if _may_be(s, "array") and not any("unevaluatedItems" in c for c in conjuncts):
+            if not any("items" in c for c in conjuncts):
+                if not _strict(conjuncts, _ARR_STRICT_KW, "array", "prefixItems"):
+                    out["items"] = self.any
+            elif isinstance(s.get("items"), list) and "additionalItems" not in s \
+                    and not _strict(conjuncts, _ARR_STRICT_KW, "array", "items"):
                 out["additionalItems"] = self.any
 
 
