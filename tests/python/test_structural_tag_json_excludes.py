@@ -170,6 +170,13 @@ def test_unconstrained_values_nest():
     assert ours_accepts(tag, '{"a": [{"b": {"c": ["fine", 1, null]}}]}')
     assert not ours_accepts(tag, '{"a": [{"b": {"c": ["x</tool>y"]}}]}')
     assert not ours_accepts(tag, '{"a": [{"b": {"IGNORE": 1}}]}')
+    # a bare object / array type leaves its members open: they are filtered too
+    tag = _tag({"type": "object", "properties": {"o": {"type": "object"}, "l": {"type": "array"}}})
+    assert [ours_accepts(tag, t) for t in ('{"o": {"k": "fine"}}', '{"o": {"k": ["x</tool>"]}}',
+                                           '{"l": [["ok"], {"x": 1}]}', '{"l": [["</tool>"]]}')] == \
+        [True, False, True, False]
+    tag = _tag({"type": "array", "prefixItems": [{"type": "integer"}], "items": {"type": "object"}})
+    assert ours_accepts(tag, '[1, {"a": "b"}]') and not ours_accepts(tag, '[1, {"a": "IGNORE"}]')
 
 
 @pytest.mark.parametrize("name", ["nested", "ref_anyof", "additional", "unconstrained"])
