@@ -67,7 +67,9 @@ def words_pattern(words: List[str]) -> str:
             return "\\u%04x" % ord(c)
         return c
 
-    return "|".join("".join(esc(c) for c in w) for w in words)
+    # One leading `[\s\S]*` before the group: written unanchored, each alternative gets
+    # its own and the front-end's subset construction grows exponentially with the words.
+    return "^[\\s\\S]*(?:" + "|".join("".join(esc(c) for c in w) for w in words) + ")"
 
 
 def _clean(value: Any, words: List[str]) -> bool:
