@@ -108,12 +108,17 @@ class _Transform:
         self.str_not = {"not": {"type": "string", "pattern": pat}}
         self.key_not = {"not": {"pattern": pat}}
         self.any = {"$ref": ref}
+        # a bare {"type": "string" | "object" | "array"} is one shared definition (each
+        # copy would be its own automaton in the grammar)
+        self.bare = {t: {"$ref": f"{ref}_{t}"} for t in ("string", "object", "array")}
 
-    def any_def(self) -> dict:
-        return {"anyOf": [{"type": ["null", "boolean", "number"]},
-                          {"type": "string", **self.str_not},
-                          {"type": "array", "items": self.any},
-                          {"type": "object", "propertyNames": self.key_not, "additionalProperties": self.any}]}
+    def defs(self) -> dict:
+        """The definitions ``self.any`` and ``self.bare`` name, by their names."""
+        name = self.any["$ref"].rsplit("/", 1)[1]
+        return {name: {"anyOf": [{"type": ["null", "boolean", "number"]}, *self.bare.values()]},
+                f"{name}_string": {"type": "string", **self.str_not},
+                f"{name}_object": {"type": "object", "propertyNames": self.key_not, "additionalProperties": self.any},
+                f"{name}_array": {"type": "array", "items": self.any}}
 
     def sub(self, s: Any, exempt: bool = False) -> Any:
         if s is True:
@@ -122,6 +127,8 @@ class _Transform:
             return s  # false, or a malformed value the front-end reports with its path
         if not s.keys() - _ANNOTATIONS:
             return self.any
+        if s.get("type") in self.bare and not s.keys() - _ANNOTATIONS - {"type"} and not exempt:
+            return self.bare[s["type"]]
         out = dict(s)
         conjuncts = [s] + [b for b in s.get("allOf", []) if isinstance(b, dict)] \
             if isinstance(s.get("allOf"), list) else [s]
@@ -173,7 +180,7 @@ def exclude_words(schema: Any, words: List[str], path: str) -> Any:
     if defs is not None and not isinstance(defs, dict):
         return schema  # malformed: the front-end reports it
     name = ANY_NAME
-    while defs and name in defs:
+    while defs and any(k.startswith(name) for k in defs):
         name += "_"
     t = _Transform(decoded_words(words), "#/$defs/" + name)
     try:
@@ -184,7 +191,7 @@ def exclude_words(schema: Any, words: List[str], path: str) -> Any:
         out = {"$ref": t.any["$ref"]} if out is t.any else out
     if isinstance(out, dict):
         out = dict(out)
-        out["$defs"] = {**out.get("$defs", {}), name: t.any_def()}
+        out["$defs"] = {**out.get("$defs", {}), **t.defs()}
     return out
 
 
