@@ -230,6 +230,25 @@ def test_bad_excludes_name_their_path(excludes, where):
         xgr.Grammar.from_structural_tag(_tag({"type": "string"}, excludes))
 
 
+@pytest.mark.parametrize("root_id", [None, "http://x.test/root"])
+def test_nested_id_keeps_our_definitions_reachable(root_id):
+    schema = {"type": "object", "properties": {"a": {"$id": "http://y.test/sub", "type": "object",
+                                                     "properties": {"q": {}}}}}
+    if root_id:
+        schema["$id"] = root_id
+    tag = _tag(schema)
+    assert ours_accepts(tag, '{"a": {"q": ["ok", {"k": 1}]}}')
+    assert not ours_accepts(tag, '{"a": {"q": ["ok", {"k": "IGNORE"}]}}')
+
+
+def test_deep_schema_is_a_grammar_error():
+    deep = {"type": "string"}
+    for _ in range(100_000):
+        deep = {"type": "array", "items": deep}
+    with pytest.raises(xgr.GrammarError, match="nests too deeply"):
+        xgr.Grammar.from_structural_tag(_tag(deep))
+
+
 def test_many_words_compile_and_hold():
     """Forty words of eight random characters: the "contains none" automaton stays
     linear in the words (written unanchored, it grew exponentially and was refused)."""

@@ -172,6 +172,29 @@ class _Transform:
                 out["additionalItems"] = self.any
 
 
+_ROOT_ID = "urn:xg2:excludes-root"
+
+
+def _base(schema) -> tuple:
+    """(the URI our definitions are named under, a root ``$id`` to add or None). A
+    ``#/$defs/...`` reference under a nested ``$id`` would resolve against that
+    ``$id``; then the definitions are named by the root's absolute ``$id`` (one is
+    added if the root has none)."""
+    if not isinstance(schema, dict):
+        return "", None
+    rest = {k: v for k, v in schema.items() if k != "$id"}
+    try:
+        nested = '"$id"' in json.dumps(rest)
+    except (TypeError, ValueError, RecursionError):
+        return "", None  # the front-end reports what is wrong with the schema
+    if not nested:
+        return "", None
+    rid = schema.get("$id")
+    if isinstance(rid, str) and ":" in rid:
+        return rid.split("#")[0], None
+    return ("", None) if "$id" in schema else (_ROOT_ID, _ROOT_ID)
+
+
 def exclude_words(schema: Any, words: List[str], path: str) -> Any:
     """``schema`` (not modified) with ``words`` forbidden as the module says."""
     if not words or schema is False:
@@ -182,7 +205,8 @@ def exclude_words(schema: Any, words: List[str], path: str) -> Any:
     name = ANY_NAME
     while defs and any(k.startswith(name) for k in defs):
         name += "_"
-    t = _Transform(decoded_words(words), "#/$defs/" + name)
+    base, root_id = _base(schema)
+    t = _Transform(decoded_words(words), f"{base}#/$defs/{name}")
     try:
         out = t.sub(schema)
     except RecursionError:
@@ -192,6 +216,8 @@ def exclude_words(schema: Any, words: List[str], path: str) -> Any:
     if isinstance(out, dict):
         out = dict(out)
         out["$defs"] = {**out.get("$defs", {}), **t.defs()}
+        if root_id:
+            out["$id"] = root_id
     return out
 
 
