@@ -223,6 +223,16 @@ def test_masks_match_forks(vocab, name):
     assert left == {True: 0, False: 0}
 
 
+def test_special_token_text_is_excluded_inside_json(deepseek):
+    """A word that is a special token's text still binds inside JSON strings (no special
+    token is written there; its spelling in ordinary tokens is text)."""
+    eos = "<\uff5cend\u2581of\u2581sentence\uff5c>"
+    compiled = deepseek.compiler.compile_structural_tag(_tag({"type": "object"}, [eos]))
+    for text, want in (('{"a": "x"}', True), ('{"a": "x' + eos + '"}', False), ('{"' + eos + '": 1}', False)):
+        m = xgr.GrammarMatcher(compiled)
+        assert (m.accept_string(text.encode("utf-8")) and m.is_completed()) == want, text
+
+
 @pytest.mark.parametrize("excludes,where", [([""], "excludes[0]"), (["ok", 3], "excludes"),
                                             ("IGNORE", "excludes")])
 def test_bad_excludes_name_their_path(excludes, where):

@@ -247,12 +247,13 @@ class _Converter:
     def token_list(self, tokens, path: str) -> List[int]:
         return sorted({self.token_id(t, f"{path}[{i}]") for i, t in enumerate(tokens)})
 
-    def text_excludes(self, words, path: str) -> List[str]:
+    def text_excludes(self, words, path: str, keep_special: bool = False) -> List[str]:
         out = []
         for i, w in enumerate(words):
             if not isinstance(w, str) or not w:
                 raise GrammarError(f"{path}[{i}]: an excluded string must be a non-empty string")
-            if self.special_id(w) is None and w not in out:  # (a special token is never text)
+            # (a special token is never free text; in a JSON string its spelling is text)
+            if (keep_special or self.special_id(w) is None) and w not in out:
                 out.append(w)
         if len(out) > _MAX_EXCLUDES:
             raise LimitExceededError(f"{path}: more than {_MAX_EXCLUDES} excluded strings")
@@ -283,7 +284,8 @@ class _Converter:
         if f.excludes:
             from .json_excludes import exclude_words
 
-            schema = exclude_words(schema, self.text_excludes(f.excludes, f"{path}.excludes"), f"{path}.json_schema")
+            words = self.text_excludes(f.excludes, f"{path}.excludes", keep_special=True)
+            schema = exclude_words(schema, words, f"{path}.json_schema")
         return self.add_piece(json_schema_piece(schema, f"{path}.json_schema", any_order=f.any_order,
                                                 max_whitespace_cnt=f.max_whitespace_cnt))
 

@@ -1,4 +1,4 @@
-"""``excludes`` on a ``json``-style ``json_schema`` format, as a schema transform.
+r"""``excludes`` on a ``json``-style ``json_schema`` format, as a schema transform.
 
 The words are forbidden in every string value not constrained by ``pattern`` or a
 checked ``format``, and in every property name, nested values included (XGrammar
@@ -6,13 +6,16 @@ checked ``format``, and in every property name, nested values included (XGrammar
 JSON Schema front-end compiles exactly, so no new grammar machinery is needed:
 
 - a subschema that may be a string gets ``{"not": {"type": "string", "pattern": P}}``
-  (P: the words, escaped, joined by ``|``; a JSON Schema pattern is unanchored, so
-  the ``not`` means "contains none of them");
+  (P: ``^[\s\S]*(?:w1|w2|...)``, the words escaped: "contains one of them", so the
+  ``not`` means "contains none");
 - a subschema that may be an object gets ``propertyNames: {"not": {"pattern": P}}``
   and, where it leaves them unconstrained, ``additionalProperties`` / ``items`` set
   to ``ANY``: any JSON value whose strings and keys avoid P (one recursive
   definition under ``$defs``); ``{}`` and ``true`` become ``ANY`` too;
 - ``enum`` / ``const`` alternatives holding a word are removed.
+
+A word that is a special token's text is kept: no special token is ever written
+inside JSON, so its spelling in ordinary tokens is what the word can mean there.
 
 ``not``, ``if``, ``contains`` and ``propertyNames`` are left as they are: narrowing
 a negated or tested schema would widen what the whole accepts, and the values they
