@@ -272,6 +272,12 @@ def test_many_words_compile_and_hold():
         assert ours_accepts(tag, json.dumps({"a": w[:-1] + "z", "b": [w[1:]]}))
 
 
+def test_too_many_word_characters_are_refused_at_once():
+    words = ["w%07d" % i for i in range(1000)]  # 8,000 characters: past the automaton limit
+    with pytest.raises(xgr.LimitExceededError, match=r"format\.excludes: 8000 characters"):
+        xgr.Grammar.from_structural_tag(_tag({"type": "string"}, words))
+
+
 def test_all_alternatives_excluded_is_an_error():
     with pytest.raises(xgr.GrammarError, match="json_schema"):
         xgr.Grammar.from_structural_tag(_tag({"enum": ["IGNORE", "</tool>"]}))

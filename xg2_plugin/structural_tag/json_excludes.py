@@ -27,11 +27,12 @@ against the decoded string, so a word is refused however the emitter escapes it
 from __future__ import annotations
 
 import json
-from typing import Any, List
+from typing import Any, Dict, List
 
 from .. import json_schema_formats as _formats
-from .._errors import GrammarError
+from .._errors import GrammarError, LimitExceededError
 from ..json_schema import _ARR_STRICT_KW, _OBJ_STRICT_KW
+from ..json_schema_regex import MAX_DFA_STATES
 
 ANY_NAME = "xg2_excludes_any"
 
@@ -47,7 +48,7 @@ _SYNTAX = set("\\^$.|?*+()[]{}/")
 def decoded_words(words: List[str]) -> List[str]:
     """The words as matched against decoded strings: each word, and also its JSON
     decoding where it is written with escapes (``<\\/tool>`` also forbids ``</tool>``)."""
-    out: List[str] = []
+    out: Dict[str, None] = {}  # ordered, and a set
     for w in words:
         forms = [w]
         if "\\" in w:
@@ -57,8 +58,8 @@ def decoded_words(words: List[str]) -> List[str]:
                 d = None
             if isinstance(d, str) and d:
                 forms.append(d)
-        out.extend(f for f in forms if f not in out)
-    return out
+        out.update(dict.fromkeys(forms))
+    return list(out)
 
 
 def words_pattern(words: List[str]) -> str:
@@ -198,10 +199,15 @@ def _base(schema) -> tuple:
     return ("", None) if "$id" in schema else (_ROOT_ID, _ROOT_ID)
 
 
-def exclude_words(schema: Any, words: List[str], path: str) -> Any:
+def exclude_words(schema: Any, words: List[str], path: str, words_path: str = "excludes") -> Any:
     """``schema`` (not modified) with ``words`` forbidden as the module says."""
     if not words or schema is False:
         return schema
+    words = decoded_words(words)
+    total = sum(len(w) for w in words)
+    if total >= MAX_DFA_STATES:  # the "contains none" automaton has a state per character
+        raise LimitExceededError(f"{words_path}: {total} characters of excluded words in all; inside JSON "
+                                 f"strings at most {MAX_DFA_STATES - 1}")
     defs = schema.get("$defs") if isinstance(schema, dict) else None
     if defs is not None and not isinstance(defs, dict):
         return schema  # malformed: the front-end reports it
@@ -209,7 +215,7 @@ def exclude_words(schema: Any, words: List[str], path: str) -> Any:
     while defs and any(k.startswith(name) for k in defs):
         name += "_"
     base, root_id = _base(schema)
-    t = _Transform(decoded_words(words), f"{base}#/$defs/{name}")
+    t = _Transform(words, f"{base}#/$defs/{name}")
     try:
         out = t.sub(schema)
     except RecursionError:
