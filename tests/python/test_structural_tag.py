@@ -216,7 +216,7 @@ BAD = [
      r"format\.json_schema\.properties\.x: the cohere_xml style needs each value's type"),
     ({"type": "json_schema", "json_schema": OBJ, "style": "qwen_xml", "excludes": [" x"]},
      r"format\.excludes\[0\]: .*whitespace"),
-    ({"type": "json_schema", "json_schema": OBJ, "excludes": ["x"]}, r"format\.excludes: .*not supported yet"),
+    ({"type": "json_schema", "json_schema": OBJ, "excludes": ["x", ""]}, r"format\.excludes\[1\]: .*non-empty"),
 ]
 
 

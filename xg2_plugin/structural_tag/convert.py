@@ -280,13 +280,15 @@ class _Converter:
     def token_list(self, tokens, path: str) -> List[int]:
         return sorted({self.token_id(t, f"{path}[{i}]") for i, t in enumerate(tokens)})
 
-    def text_excludes(self, words, path: str) -> List[str]:
-        out = []
+    def text_excludes(self, words, path: str, keep_special: bool = False) -> List[str]:
+        seen: Dict[str, None] = {}  # (ordered, and a set: 10,000 words are checked in linear time)
         for i, w in enumerate(words):
             if not isinstance(w, str) or not w:
                 raise GrammarError(f"{path}[{i}]: an excluded string must be a non-empty string")
-            if self.special_id(w) is None and w not in out:  # (a special token is never text)
-                out.append(w)
+            # (a special token is never free text; in a JSON string its spelling is text)
+            if (keep_special or self.special_id(w) is None) and w not in seen:
+                seen[w] = None
+        out = list(seen)
         if len(out) > _MAX_EXCLUDES:
             raise LimitExceededError(f"{path}: more than {_MAX_EXCLUDES} excluded strings")
         return out
@@ -312,9 +314,13 @@ class _Converter:
             from .xml_styles import xml_schema_piece
 
             return self.add_piece(xml_schema_piece(self, f, path))
+        schema = f.json_schema
         if f.excludes:
-            raise GrammarError(f"{path}.excludes: excluded substrings in JSON strings are not supported yet")
-        return self.add_piece(json_schema_piece(f.json_schema, f"{path}.json_schema", any_order=f.any_order,
+            from .json_excludes import exclude_words
+
+            words = self.text_excludes(f.excludes, f"{path}.excludes", keep_special=True)
+            schema = exclude_words(schema, words, f"{path}.json_schema", f"{path}.excludes")
+        return self.add_piece(json_schema_piece(schema, f"{path}.json_schema", any_order=f.any_order,
                                                 max_whitespace_cnt=f.max_whitespace_cnt))
 
     def f_qwen_xml_parameter(self, f, path, ends):
