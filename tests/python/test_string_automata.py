@@ -129,3 +129,25 @@ def test_other_patterns_keep_the_subset_construction(pattern):
     except R.PatternError:
         return
     assert R._linear_dfa(ir) is None
+
+
+def test_searched_alternation_shares_one_leading_and_trailing_any():
+    # `w1|w2|...` searched is `.*(w1|w2|...).*`: one `.*` around the alternation, not
+    # one per word (ten 8-letter words went over the state limit; now 73 states)
+    import re as _re
+
+    words = ["alphabet", "bravo123", "charlie9", "deltaxyz", "echoecho", "foxtrot1", "golfgolf", "hotelabc",
+             "indiaaaa", "julietxx"]
+    pattern = "|".join(words)
+    d = R.DFA.from_ir(R.parse_pattern(pattern))
+    assert len(d.trans) <= 80
+    rng = random.Random(11)
+    samples = [rng.choice(words)[:k] + rng.choice(words) + "zz" for k in range(8)] + ["", "alphabe", "xbravo12"]
+    samples += ["".join(rng.choice("abcdehilopt123") for _ in range(rng.randint(0, 30))) for _ in range(300)]
+    for text in samples:
+        assert d.accepts(text) == bool(_re.search(pattern, text)), text
+    # mixed anchors keep their own `.*`: `^a|b` and `a$|b`
+    for pattern in ("^ab|cd", "ab$|cd", "^ab$|cd", "^(ab|cd)"):
+        d = R.DFA.from_ir(R.parse_pattern(pattern))
+        for text in ["ab", "xab", "abx", "cd", "xcdx", "x", "", "abcd", "cdab"]:
+            assert d.accepts(text) == bool(_re.search(pattern, text)), (pattern, text)
