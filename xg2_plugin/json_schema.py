@@ -95,6 +95,7 @@ from urllib.parse import urldefrag, urljoin
 
 from ._errors import GrammarError, InvalidArgumentError, XG2Error
 from . import _budget
+from ._native import ffi as _ffi, lib as _lib
 from . import json_schema_formats as F
 from . import json_schema_fragments as FR
 from . import json_schema_presets as P
@@ -2650,26 +2651,16 @@ class _Converter:
         return text
 
 
-# The text up to the next rule name in EBNF text (group 1: the name; None at the
-# end): string literals and character classes are skipped whole (a quote or
-# bracket opening neither alone), as is anything else that cannot start a name.
-# Every character is either skipped or starts a name, so nothing backtracks: one
-# match per name.
-_TO_RULE_NAME = re.compile(
-    r'[^A-Za-z_"\[]*(?:(?:"[^"\\]*(?:\\.[^"\\]*)*"|\[[^\]\\]*(?:\\.[^\]\\]*)*\]|["\[])[^A-Za-z_"\[]*)*'
-    r'(?:([A-Za-z_][A-Za-z0-9_.-]*)|\Z)')
-
-
 @lru_cache(maxsize=1024)
 def _rule_refs(body: str) -> Tuple[str, ...]:
     """The rule names an EBNF body mentions, each once (helper rules repeat
-    across schemas)."""
-    names: dict = {}
-    m = _TO_RULE_NAME.match(body)
-    while m.group(1):  # type: ignore[union-attr]
-        names[m.group(1)] = None  # type: ignore[union-attr]
-        m = _TO_RULE_NAME.match(body, m.end())  # type: ignore[union-attr]
-    return tuple(names)
+    across schemas).  Read by the core: a regex here was a fifth of a large
+    schema's front-end time."""
+    data = body.encode("utf-8", "surrogatepass")
+    cap = 2 * len(data)
+    buf = _ffi.new("char[]", cap)
+    n = _lib.xg2_ebnf_rule_names(data, len(data), buf, cap)
+    return tuple(dict.fromkeys(_ffi.unpack(buf, n).decode("ascii").split()))
 
 
 _NOEVAL = frozenset({("noeval",)})

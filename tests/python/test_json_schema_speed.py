@@ -221,3 +221,38 @@ def test_a_key_automatons_other_characters_are_one_rule():
     assert shared[0] not in written_out
     g, g_text = xgr.Grammar.from_ebnf(ebnf), xgr.Grammar.from_ebnf(written_out)
     assert g.num_states == g_text.num_states
+
+
+# The rule-name pattern the front-end used before the core read names for it:
+# literals and classes skipped whole, a lone quote or bracket one character.
+_NAME_ORACLE = re.compile(
+    r'[^A-Za-z_"\[]*(?:(?:"[^"\\]*(?:\\.[^"\\]*)*"|\[[^\]\\]*(?:\\.[^\]\\]*)*\]|["\[])[^A-Za-z_"\[]*)*'
+    r'(?:([A-Za-z_][A-Za-z0-9_.-]*)|\Z)')
+
+
+def _oracle_names(body):
+    names = {}
+    m = _NAME_ORACLE.match(body)
+    while m.group(1):
+        names[m.group(1)] = None
+        m = _NAME_ORACLE.match(body, m.end())
+    return tuple(names)
+
+
+def test_rule_names_read_by_the_core_match_the_pattern():
+    from xg2_plugin.json_schema import _rule_refs
+
+    schema = {"type": "object", "properties": {
+        "a": {"type": "string", "format": "date-time"}, "b": {"enum": ["x\"y", "[z]", "\\", "é"]},
+        "c": {"type": "array", "items": {"$ref": "#/$defs/n"}}, "d": {"type": "integer", "minimum": -7}},
+        "$defs": {"n": {"type": ["object", "null"], "additionalProperties": {"$ref": "#/$defs/n"}}}}
+    bodies = [line.split(" ::= ", 1)[1] for line in json_schema_to_ebnf(schema).splitlines()]
+    rng = random.Random(5)
+    alphabet = 'ab_-.1 "[]\\\n(|)*é\ud800x'
+    bodies += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16))) for _ in range(5000)]
+    seen = set()
+    for body in bodies:
+        names = _rule_refs.__wrapped__(body)
+        assert names == _oracle_names(body), repr(body)
+        seen.update(names)
+    assert {"a", "b_", "x"} & seen and len(seen) > 20  # names were found, not only empties
