@@ -205,7 +205,9 @@ def _split_ref(base: str, ref: str) -> Tuple[str, str, str]:
 @lru_cache(maxsize=4096)
 def _name_base(hint: str) -> str:
     """A rule name made of a hint (hints recur: property names, keywords)."""
-    base = _NAME_JUNK.sub("-", hint).strip("-") or "r"
+    # (most hints are names already: the regex only for the others)
+    plain = hint.isascii() and hint.replace("-", "a").replace(".", "a").replace("_", "a").isalnum()
+    base = (hint if plain else _NAME_JUNK.sub("-", hint)).strip("-") or "r"
     if not ("A" <= base[0] <= "Z" or "a" <= base[0] <= "z" or base[0] == "_"):
         base = "r-" + base
     return base[:60]

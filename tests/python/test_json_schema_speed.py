@@ -256,3 +256,19 @@ def test_rule_names_read_by_the_core_match_the_pattern():
         assert names == _oracle_names(body), repr(body)
         seen.update(names)
     assert {"a", "b_", "x"} & seen and len(seen) > 20  # names were found, not only empties
+
+
+def test_rule_name_bases_match_the_pattern_alone():
+    from xg2_plugin.json_schema import _name_base
+
+    junk = re.compile(r"[^A-Za-z0-9_.-]+")
+
+    def oracle(hint):
+        base = junk.sub("-", hint).strip("-") or "r"
+        return base if ("A" <= base[0] <= "Z" or "a" <= base[0] <= "z" or base[0] == "_") else "r-" + base
+
+    rng = random.Random(3)
+    alphabet = "aZ09_.-/ é~\u00b2\u0663\n"
+    hints = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(5000)]
+    for hint in hints + ["root-value", "-x-", "", "\u00b2", "a" * 70]:
+        assert _name_base.__wrapped__(hint) == oracle(hint)[:60], repr(hint)
