@@ -2787,17 +2787,22 @@ def _load_schema(schema) -> Any:
         f"schema must be a JSON string, a dict or a pydantic model class, got {type(schema).__name__}")
 
 
-def _check_depth(schema) -> None:
+def _check_depth(schema) -> bool:
     """GrammarError, naming the JSON pointer, where a document nests arrays and
     objects (enum and const values too) deeper than MAX_SCHEMA_DEPTH.  Iterative:
     this is what keeps every recursion along the nesting bounded.  (A Python
     schema can share subschemas or even contain itself: each node is visited
-    again only at a greater depth, so this ends.)"""
+    again only at a greater depth, so this ends.)  Returns whether some object
+    has a key that can set a base URI or an anchor (else the converter's index
+    of them is known without walking the document again)."""
     depth_of: Dict[int, int] = {}
     stack: List[Any] = [(schema, 1, None, None)]  # (node, depth, parent entry, key)
+    scoped = False
     while stack:
         entry = stack.pop()
         node, d = entry[0], entry[1]
+        if not scoped and isinstance(node, dict) and not _SCOPE_KW.isdisjoint(node):
+            scoped = "id" not in node or "$schema" in node or len(_SCOPE_KW.intersection(node)) > 1
         if len(depth_of) & 4095 == 4095:
             _budget.check("json_schema: measuring nesting")
         if d > MAX_SCHEMA_DEPTH:
@@ -2811,6 +2816,13 @@ def _check_depth(schema) -> None:
             if isinstance(v, (dict, list, tuple)) and depth_of.get(id(v), 0) < d + 1:
                 depth_of[id(v)] = d + 1
                 stack.append((v, d + 1, entry, k))
+    return scoped
+
+
+# The keywords index() reads (an object with none of them adds nothing there
+# but its base, which is the document's own when no object has them; "id" only
+# beside "$schema", so a property named id is no scope).
+_SCOPE_KW = frozenset({"$id", "id", "$anchor", "$dynamicAnchor"})
 
 
 def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent: Optional[int] = None,
@@ -2829,11 +2841,13 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent: Optional
                 raise InvalidArgumentError(f"separator {x!r} must be {ch!r} with JSON whitespace around it")
     if max_whitespace_cnt is not None and (not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt < 0):
         raise InvalidArgumentError("max_whitespace_cnt must be a non-negative int or None")
-    if isinstance(schema, dict):
-        _check_depth(schema)
+    scoped = _check_depth(schema) if isinstance(schema, dict) else True
     conv = _Converter(schema, any_whitespace=any_whitespace, indent=indent, separators=separators,
                       strict_mode=strict_mode, max_whitespace_cnt=max_whitespace_cnt,
                       any_order=any_order, lenient=lenient)
+    if not scoped:  # no base URI or anchor anywhere: the index is the root alone
+        conv.indexed = True
+        conv.resources[_DEFAULT_BASE] = (schema, "")
     try:
         return conv.convert()
     except RecursionError:

@@ -272,3 +272,27 @@ def test_rule_name_bases_match_the_pattern_alone():
     hints = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(5000)]
     for hint in hints + ["root-value", "-x-", "", "\u00b2", "a" * 70]:
         assert _name_base.__wrapped__(hint) == oracle(hint)[:60], repr(hint)
+
+
+def test_a_document_without_scopes_converts_as_with_its_index_walked():
+    from xg2_plugin import json_schema_fragments as FR
+    from xg2_plugin.json_schema import _check_depth, _Converter
+
+    node = {"type": "object", "properties": {"id": {"type": "string"}, "next": {"$ref": "#/$defs/n"}},
+            "required": ["id"]}
+    cases = [
+        ({"$defs": {"n": node}, "$ref": "#/$defs/n"}, False),
+        ({"definitions": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"$ref": "#/definitions/a"}}},
+          "anyOf": [{"$ref": "#/definitions/b"}, {"enum": [{"$id": "x"}]}]}, True),  # (an enum value: conservative)
+        ({"$defs": {"n": node, "m": {"$id": "http://x.test/m", "type": "null"}}, "$ref": "#/$defs/n"}, True),
+        ({"$schema": "http://json-schema.org/draft-04/schema#", "id": "http://x.test/r",
+          "$defs": {"n": node}, "properties": {"a": {"$ref": "#/$defs/n"}}}, True),
+        ({"$defs": {"s": {"$anchor": "s", "type": "string"}}, "items": {"$ref": "#s"}, "type": "array"}, True),
+    ]
+    for schema, scoped in cases:
+        schema = json.loads(json.dumps(schema))
+        assert _check_depth(schema) is scoped
+        FR._FRAGMENT_CACHE.clear()  # (each conversion from an empty memo: names depend on it)
+        walked = _Converter(schema, strict_mode=False).convert()  # the index walked on the first $ref
+        FR._FRAGMENT_CACHE.clear()
+        assert json_schema_to_ebnf(schema, strict_mode=False) == walked
