@@ -29,6 +29,7 @@ typedef struct {
     int rc;
     uint32_t cur_rule;
     uint32_t n_tok; /* Token rules lifted so far (their names) */
+    xg2_charvec lit; /* a string literal's bytes (one buffer for all of them) */
 } parser;
 
 static int perr(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -205,10 +206,8 @@ static int read_string(parser *p, xg2_charvec *buf) {
 }
 
 static uint32_t parse_string(parser *p) {
-    xg2_charvec buf = {0};
-    uint32_t id = read_string(p, &buf) ? 0 : xg2__ir_bytes(p->ir, (const uint8_t *)buf.a, buf.n);
-    vec_free(&buf);
-    return id;
+    p->lit.n = 0;
+    return read_string(p, &p->lit) ? 0 : xg2__ir_bytes(p->ir, (const uint8_t *)p->lit.a, p->lit.n);
 }
 
 static int add_range(xg2_u32vec *r, uint32_t lo, uint32_t hi) {
@@ -1025,13 +1024,14 @@ static int parse_rule(parser *p) {
 
 /* Parse text into ir (initialised by the caller) and normalise it. */
 XG2_HIDDEN int xg2__ebnf_parse(xg2_ir *ir, const char *text, size_t len, const char *root) {
-    parser p = {text, len, 0, 1, 1, ir, 0, 0, 0, 0};
+    parser p = {text, len, 0, 1, 1, ir, 0, 0, 0, 0, {0}};
     skip_ws(&p);
     if (peekc(&p, 0) < 0) return xg2__fail(XG2_ERR_GRAMMAR, "the grammar text is empty");
     while (!p.rc && peekc(&p, 0) >= 0) {
         parse_rule(&p);
         skip_ws(&p);
     }
+    vec_free(&p.lit);
     if (!p.rc && ir->err) p.rc = ir->err == XG2_ERR_LIMIT ? xg2__fail(XG2_ERR_LIMIT, "more than %d rules", XG2_MAX_RULES) : XG2_NOMEM();
     if (p.rc) return p.rc;
     for (uint32_t r = 0; r < ir->rules.n; r++) {
