@@ -30,6 +30,7 @@ typedef struct {
     uint32_t cur_rule;
     uint32_t n_tok; /* Token rules lifted so far (their names) */
     xg2_charvec lit; /* a string literal's bytes (one buffer for all of them) */
+    xg2_u32vec kids; /* the items of the sequences and choices being read, innermost last */
 } parser;
 
 static int perr(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -906,7 +907,7 @@ static int at_sequence_end(parser *p) {
 }
 
 static uint32_t parse_sequence(parser *p) {
-    xg2_u32vec kids = {0};
+    uint32_t base = p->kids.n;
     char b[32];
     if (at_sequence_end(p)) {
         perr(p, "expected an element, found %s", describe(p, b, sizeof b));
@@ -914,26 +915,26 @@ static uint32_t parse_sequence(parser *p) {
     }
     while (!p->rc && !at_sequence_end(p)) {
         uint32_t id = parse_quantified(p);
-        if (!p->rc && vec_push(&kids, id)) p->rc = XG2_NOMEM();
+        if (!p->rc && vec_push(&p->kids, id)) p->rc = XG2_NOMEM();
     }
-    uint32_t id = p->rc ? 0 : xg2__ir_list(p->ir, XE_SEQ, kids.a, kids.n);
-    vec_free(&kids);
+    uint32_t id = p->rc ? 0 : xg2__ir_list(p->ir, XE_SEQ, p->kids.a + base, p->kids.n - base);
+    p->kids.n = base;
     return id;
 }
 
 static uint32_t parse_choices(parser *p) {
-    xg2_u32vec kids = {0};
+    uint32_t base = p->kids.n;
     for (;;) {
         uint32_t id = parse_sequence(p);
         if (p->rc) break;
-        if (vec_push(&kids, id)) { p->rc = XG2_NOMEM(); break; }
+        if (vec_push(&p->kids, id)) { p->rc = XG2_NOMEM(); break; }
         if ((p->rc = xg2__budget_check("parsing rule", xg2__ir_name(p->ir, p->cur_rule)))) break;
         skip_ws(p);
         if (peekc(p, 0) != '|') break;
         adv(p, 1);
     }
-    uint32_t id = p->rc ? 0 : xg2__ir_list(p->ir, XE_CHOICE, kids.a, kids.n);
-    vec_free(&kids);
+    uint32_t id = p->rc ? 0 : xg2__ir_list(p->ir, XE_CHOICE, p->kids.a + base, p->kids.n - base);
+    p->kids.n = base;
     return id;
 }
 
@@ -1024,7 +1025,7 @@ static int parse_rule(parser *p) {
 
 /* Parse text into ir (initialised by the caller) and normalise it. */
 XG2_HIDDEN int xg2__ebnf_parse(xg2_ir *ir, const char *text, size_t len, const char *root) {
-    parser p = {text, len, 0, 1, 1, ir, 0, 0, 0, 0, {0}};
+    parser p = {text, len, 0, 1, 1, ir, 0, 0, 0, 0, {0}, {0}};
     skip_ws(&p);
     if (peekc(&p, 0) < 0) return xg2__fail(XG2_ERR_GRAMMAR, "the grammar text is empty");
     while (!p.rc && peekc(&p, 0) >= 0) {
@@ -1032,6 +1033,7 @@ XG2_HIDDEN int xg2__ebnf_parse(xg2_ir *ir, const char *text, size_t len, const c
         skip_ws(&p);
     }
     vec_free(&p.lit);
+    vec_free(&p.kids);
     if (!p.rc && ir->err) p.rc = ir->err == XG2_ERR_LIMIT ? xg2__fail(XG2_ERR_LIMIT, "more than %d rules", XG2_MAX_RULES) : XG2_NOMEM();
     if (p.rc) return p.rc;
     for (uint32_t r = 0; r < ir->rules.n; r++) {
