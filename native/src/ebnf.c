@@ -31,6 +31,7 @@ typedef struct {
     uint32_t n_tok; /* Token rules lifted so far (their names) */
     xg2_charvec lit; /* a string literal's bytes (one buffer for all of them) */
     xg2_u32vec kids; /* the items of the sequences and choices being read, innermost last */
+    xg2_u32vec cls;  /* a character class's ranges (one buffer for all of them) */
 } parser;
 
 static int perr(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -237,8 +238,9 @@ static int add_class_escape(xg2_u32vec *r, int e) {
 
 static uint32_t parse_class(parser *p) {
     uint32_t line = p->line, col = p->col;
-    xg2_u32vec r = {0};
+    xg2_u32vec *r = &p->cls;
     int negated = 0;
+    r->n = 0;
     adv(p, 1);
     if (peekc(p, 0) == '^') { negated = 1; adv(p, 1); }
     for (int first = 1;; first = 0) {
@@ -254,7 +256,7 @@ static uint32_t parse_class(parser *p) {
         int32_t lo = c == '-' && (first || peekc(p, 1) == ']') ? (adv(p, 1), '-') : read_char(p, 1, &set);
         if (lo < 0) break;
         if (set) {
-            if (add_class_escape(&r, set)) { p->rc = XG2_NOMEM(); break; }
+            if (add_class_escape(r, set)) { p->rc = XG2_NOMEM(); break; }
             continue;
         }
         int32_t hi = lo;
@@ -265,11 +267,9 @@ static uint32_t parse_class(parser *p) {
             if (set) { perr(p, "a class escape cannot end a range"); break; }
             if (hi < lo) { perr(p, "character range is reversed (U+%04X > U+%04X)", lo, hi); break; }
         }
-        if (add_range(&r, (uint32_t)lo, (uint32_t)hi)) { p->rc = XG2_NOMEM(); break; }
+        if (add_range(r, (uint32_t)lo, (uint32_t)hi)) { p->rc = XG2_NOMEM(); break; }
     }
-    uint32_t id = p->rc ? 0 : xg2__ir_class(p->ir, r.a, r.n / 2, negated);
-    vec_free(&r);
-    return id;
+    return p->rc ? 0 : xg2__ir_class(p->ir, r->a, r->n / 2, negated);
 }
 
 static int64_t parse_int(parser *p) {
@@ -1025,7 +1025,7 @@ static int parse_rule(parser *p) {
 
 /* Parse text into ir (initialised by the caller) and normalise it. */
 XG2_HIDDEN int xg2__ebnf_parse(xg2_ir *ir, const char *text, size_t len, const char *root) {
-    parser p = {text, len, 0, 1, 1, ir, 0, 0, 0, 0, {0}, {0}};
+    parser p = {text, len, 0, 1, 1, ir, 0, 0, 0, 0, {0}, {0}, {0}};
     skip_ws(&p);
     if (peekc(&p, 0) < 0) return xg2__fail(XG2_ERR_GRAMMAR, "the grammar text is empty");
     while (!p.rc && peekc(&p, 0) >= 0) {
@@ -1034,6 +1034,7 @@ XG2_HIDDEN int xg2__ebnf_parse(xg2_ir *ir, const char *text, size_t len, const c
     }
     vec_free(&p.lit);
     vec_free(&p.kids);
+    vec_free(&p.cls);
     if (!p.rc && ir->err) p.rc = ir->err == XG2_ERR_LIMIT ? xg2__fail(XG2_ERR_LIMIT, "more than %d rules", XG2_MAX_RULES) : XG2_NOMEM();
     if (p.rc) return p.rc;
     for (uint32_t r = 0; r < ir->rules.n; r++) {
