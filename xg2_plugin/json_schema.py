@@ -95,6 +95,7 @@ from urllib.parse import urldefrag, urljoin
 
 from ._errors import GrammarError, InvalidArgumentError, XG2Error
 from . import _budget
+from ._native import ffi as _ffi, lib as _lib
 from . import json_schema_formats as F
 from . import json_schema_fragments as FR
 from . import json_schema_presets as P
@@ -204,7 +205,9 @@ def _split_ref(base: str, ref: str) -> Tuple[str, str, str]:
 @lru_cache(maxsize=4096)
 def _name_base(hint: str) -> str:
     """A rule name made of a hint (hints recur: property names, keywords)."""
-    base = _NAME_JUNK.sub("-", hint).strip("-") or "r"
+    # (most hints are names already: the regex only for the others)
+    plain = hint.isascii() and hint.replace("-", "a").replace(".", "a").replace("_", "a").isalnum()
+    base = (hint if plain else _NAME_JUNK.sub("-", hint)).strip("-") or "r"
     if not ("A" <= base[0] <= "Z" or "a" <= base[0] <= "z" or base[0] == "_"):
         base = "r-" + base
     return base[:60]
@@ -2660,26 +2663,16 @@ class _Converter:
         return text
 
 
-# The text up to the next rule name in EBNF text (group 1: the name; None at the
-# end): string literals and character classes are skipped whole (a quote or
-# bracket opening neither alone), as is anything else that cannot start a name.
-# Every character is either skipped or starts a name, so nothing backtracks: one
-# match per name.
-_TO_RULE_NAME = re.compile(
-    r'[^A-Za-z_"\[]*(?:(?:"[^"\\]*(?:\\.[^"\\]*)*"|\[[^\]\\]*(?:\\.[^\]\\]*)*\]|["\[])[^A-Za-z_"\[]*)*'
-    r'(?:([A-Za-z_][A-Za-z0-9_.-]*)|\Z)')
-
-
 @lru_cache(maxsize=1024)
 def _rule_refs(body: str) -> Tuple[str, ...]:
     """The rule names an EBNF body mentions, each once (helper rules repeat
-    across schemas)."""
-    names: dict = {}
-    m = _TO_RULE_NAME.match(body)
-    while m.group(1):  # type: ignore[union-attr]
-        names[m.group(1)] = None  # type: ignore[union-attr]
-        m = _TO_RULE_NAME.match(body, m.end())  # type: ignore[union-attr]
-    return tuple(names)
+    across schemas).  Read by the core: a regex here was a fifth of a large
+    schema's front-end time."""
+    data = body.encode("utf-8", "surrogatepass")
+    cap = 2 * len(data)
+    buf = _ffi.new("char[]", cap)
+    n = _lib.xg2_ebnf_rule_names(data, len(data), buf, cap)
+    return tuple(dict.fromkeys(_ffi.unpack(buf, n).decode("ascii").split()))
 
 
 _NOEVAL = frozenset({("noeval",)})
@@ -2804,17 +2797,22 @@ def _load_schema(schema) -> Any:
         f"schema must be a JSON string, a dict or a pydantic model class, got {type(schema).__name__}")
 
 
-def _check_depth(schema) -> None:
+def _check_depth(schema) -> bool:
     """GrammarError, naming the JSON pointer, where a document nests arrays and
     objects (enum and const values too) deeper than MAX_SCHEMA_DEPTH.  Iterative:
     this is what keeps every recursion along the nesting bounded.  (A Python
     schema can share subschemas or even contain itself: each node is visited
-    again only at a greater depth, so this ends.)"""
+    again only at a greater depth, so this ends.)  Returns whether some object
+    has a key that can set a base URI or an anchor (else the converter's index
+    of them is known without walking the document again)."""
     depth_of: Dict[int, int] = {}
     stack: List[Any] = [(schema, 1, None, None)]  # (node, depth, parent entry, key)
+    scoped = False
     while stack:
         entry = stack.pop()
         node, d = entry[0], entry[1]
+        if not scoped and isinstance(node, dict) and not _SCOPE_KW.isdisjoint(node):
+            scoped = "id" not in node or "$schema" in node or len(_SCOPE_KW.intersection(node)) > 1
         if len(depth_of) & 4095 == 4095:
             _budget.check("json_schema: measuring nesting")
         if d > MAX_SCHEMA_DEPTH:
@@ -2828,6 +2826,13 @@ def _check_depth(schema) -> None:
             if isinstance(v, (dict, list, tuple)) and depth_of.get(id(v), 0) < d + 1:
                 depth_of[id(v)] = d + 1
                 stack.append((v, d + 1, entry, k))
+    return scoped
+
+
+# The keywords index() reads (an object with none of them adds nothing there
+# but its base, which is the document's own when no object has them; "id" only
+# beside "$schema", so a property named id is no scope).
+_SCOPE_KW = frozenset({"$id", "id", "$anchor", "$dynamicAnchor"})
 
 
 def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent: Optional[int] = None,
@@ -2846,11 +2851,13 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent: Optional
                 raise InvalidArgumentError(f"separator {x!r} must be {ch!r} with JSON whitespace around it")
     if max_whitespace_cnt is not None and (not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt < 0):
         raise InvalidArgumentError("max_whitespace_cnt must be a non-negative int or None")
-    if isinstance(schema, dict):
-        _check_depth(schema)
+    scoped = _check_depth(schema) if isinstance(schema, dict) else True
     conv = _Converter(schema, any_whitespace=any_whitespace, indent=indent, separators=separators,
                       strict_mode=strict_mode, max_whitespace_cnt=max_whitespace_cnt,
                       any_order=any_order, lenient=lenient)
+    if not scoped:  # no base URI or anchor anywhere: the index is the root alone
+        conv.indexed = True
+        conv.resources[_DEFAULT_BASE] = (schema, "")
     try:
         return conv.convert()
     except RecursionError:

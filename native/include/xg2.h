@@ -128,6 +128,11 @@ int xg2_grammar_from_ebnf(const char *text, size_t len, const char *root_rule,
                           xg2_grammar **out);
 void xg2_grammar_free(xg2_grammar *grammar);
 
+/* The rule names an EBNF rule body mentions, each followed by a space, into
+ * out (up to cap bytes; 2 * len always suffices); returns the bytes that takes
+ * (-1: bad argument).  (The JSON Schema front-end reads the rules its bodies use.) */
+int64_t xg2_ebnf_rule_names(const char *text, size_t len, char *out, size_t cap);
+
 /* Print the normalised grammar as EBNF text.  Writes at most cap bytes (no NUL)
  * and sets *len to the full length, so a first call with cap 0 sizes the buffer. */
 int xg2_grammar_print(const xg2_grammar *grammar, char *buf, size_t cap, size_t *len);

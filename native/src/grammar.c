@@ -713,8 +713,12 @@ static int state_classes(xg2_grammar *g, const xg2_dfa *dfa, const uint8_t *want
                     break;
                 }
                 uint8_t *cm = maps.a + maps.n;
-                uint32_t c = 0;
-                for (int b = 0; b < 256; b++) cm[b] = (uint8_t)(c += b && byteset_has(&cut, (unsigned)b));
+                unsigned c = 0, from = 0; /* class c covers bytes from .. the next cut */
+                for (unsigned b = byteset_next(&cut, 1); b < 256; b = byteset_next(&cut, b + 1), c++) {
+                    memset(cm + from, (int)c, b - from);
+                    from = b;
+                }
+                memset(cm + from, (int)c, 256 - from);
                 maps.n += 256;
                 tab[i] = cuts.n;
                 if ((uint64_t)cuts.n * 2 > cap) { /* grow: rehash every map */

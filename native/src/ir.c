@@ -302,6 +302,32 @@ static int collect(xg2_ir *ir, uint32_t id, int kind, xg2_u32vec *kids, const ui
     return 0;
 }
 
+static int covered(const uint32_t *rg, uint32_t n, uint32_t cp) {
+    for (uint32_t i = 0; i < n; i++)
+        if (rg[2 * i] <= cp && cp <= rg[2 * i + 1]) return 1;
+    return 0;
+}
+
+/* Whether class e has a code point outside the surrogates, read off its ranges
+ * unsorted (simplify meets every occurrence of a class); -1: too many ranges
+ * for this quadratic test.  A negated class's least encodable code point not
+ * in its ranges is 0, U+E000 or one past a range. */
+static int class_encodable(const xg2_ir *ir, const xg2_expr *e) {
+    const uint32_t *rg = ir->pool.a + e->a;
+    if (!(e->flags & XF_NEGATED)) {
+        for (uint32_t i = 0; i < e->n; i++)
+            if (rg[2 * i] < 0xD800 || rg[2 * i + 1] > 0xDFFF) return 1;
+        return 0;
+    }
+    if (e->n > 16) return -1;
+    if (!covered(rg, e->n, 0) || !covered(rg, e->n, 0xE000)) return 1;
+    for (uint32_t i = 0; i < e->n; i++) {
+        uint32_t cp = rg[2 * i + 1] + 1;
+        if (cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) && !covered(rg, e->n, cp)) return 1;
+    }
+    return 0;
+}
+
 static uint32_t simplify(xg2_ir *ir, uint32_t id, const uint8_t *dead, int depth) {
     if (ir->err) return 0;
     if (depth > 4 * XG2_MAX_NEST_DEPTH) { ir->err = XG2_ERR_LIMIT; return 0; }
@@ -313,6 +339,8 @@ static uint32_t simplify(xg2_ir *ir, uint32_t id, const uint8_t *dead, int depth
         return dead && dead[e.a] ? xg2__ir_fail(ir) : id;
     case XE_CLASS: {
         /* A class with no encodable code point (surrogates have no UTF-8) matches nothing. */
+        int enc = class_encodable(ir, &e);
+        if (enc >= 0) return enc ? id : xg2__ir_fail(ir);
         xg2_u32vec r = {0};
         if (xg2__class_ranges(ir, &e, &r)) { vec_free(&r); ir->err = XG2_ERR_NOMEM; return id; }
         int empty = 1;

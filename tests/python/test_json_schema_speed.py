@@ -223,3 +223,78 @@ def test_a_key_automatons_other_characters_are_one_rule():
     assert shared[0] not in written_out
     g, g_text = xgr.Grammar.from_ebnf(ebnf), xgr.Grammar.from_ebnf(written_out)
     assert g.num_states == g_text.num_states
+
+
+# The rule-name pattern the front-end used before the core read names for it:
+# literals and classes skipped whole, a lone quote or bracket one character.
+_NAME_ORACLE = re.compile(
+    r'[^A-Za-z_"\[]*(?:(?:"[^"\\]*(?:\\.[^"\\]*)*"|\[[^\]\\]*(?:\\.[^\]\\]*)*\]|["\[])[^A-Za-z_"\[]*)*'
+    r'(?:([A-Za-z_][A-Za-z0-9_.-]*)|\Z)')
+
+
+def _oracle_names(body):
+    names = {}
+    m = _NAME_ORACLE.match(body)
+    while m.group(1):
+        names[m.group(1)] = None
+        m = _NAME_ORACLE.match(body, m.end())
+    return tuple(names)
+
+
+def test_rule_names_read_by_the_core_match_the_pattern():
+    from xg2_plugin.json_schema import _rule_refs
+
+    schema = {"type": "object", "properties": {
+        "a": {"type": "string", "format": "date-time"}, "b": {"enum": ["x\"y", "[z]", "\\", "é"]},
+        "c": {"type": "array", "items": {"$ref": "#/$defs/n"}}, "d": {"type": "integer", "minimum": -7}},
+        "$defs": {"n": {"type": ["object", "null"], "additionalProperties": {"$ref": "#/$defs/n"}}}}
+    bodies = [line.split(" ::= ", 1)[1] for line in json_schema_to_ebnf(schema).splitlines()]
+    rng = random.Random(5)
+    alphabet = 'ab_-.1 "[]\\\n(|)*é\ud800x'
+    bodies += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16))) for _ in range(5000)]
+    seen = set()
+    for body in bodies:
+        names = _rule_refs.__wrapped__(body)
+        assert names == _oracle_names(body), repr(body)
+        seen.update(names)
+    assert {"a", "b_", "x"} & seen and len(seen) > 20  # names were found, not only empties
+
+
+def test_rule_name_bases_match_the_pattern_alone():
+    from xg2_plugin.json_schema import _name_base
+
+    junk = re.compile(r"[^A-Za-z0-9_.-]+")
+
+    def oracle(hint):
+        base = junk.sub("-", hint).strip("-") or "r"
+        return base if ("A" <= base[0] <= "Z" or "a" <= base[0] <= "z" or base[0] == "_") else "r-" + base
+
+    rng = random.Random(3)
+    alphabet = "aZ09_.-/ é~\u00b2\u0663\n"
+    hints = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(5000)]
+    for hint in hints + ["root-value", "-x-", "", "\u00b2", "a" * 70]:
+        assert _name_base.__wrapped__(hint) == oracle(hint)[:60], repr(hint)
+
+
+def test_a_document_without_scopes_converts_as_with_its_index_walked():
+    from xg2_plugin import json_schema_fragments as FR
+    from xg2_plugin.json_schema import _check_depth, _Converter
+
+    node = {"type": "object", "properties": {"id": {"type": "string"}, "next": {"$ref": "#/$defs/n"}},
+            "required": ["id"]}
+    cases = [
+        ({"$defs": {"n": node}, "$ref": "#/$defs/n"}, False),
+        ({"definitions": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"$ref": "#/definitions/a"}}},
+          "anyOf": [{"$ref": "#/definitions/b"}, {"enum": [{"$id": "x"}]}]}, True),  # (an enum value: conservative)
+        ({"$defs": {"n": node, "m": {"$id": "http://x.test/m", "type": "null"}}, "$ref": "#/$defs/n"}, True),
+        ({"$schema": "http://json-schema.org/draft-04/schema#", "id": "http://x.test/r",
+          "$defs": {"n": node}, "properties": {"a": {"$ref": "#/$defs/n"}}}, True),
+        ({"$defs": {"s": {"$anchor": "s", "type": "string"}}, "items": {"$ref": "#s"}, "type": "array"}, True),
+    ]
+    for schema, scoped in cases:
+        schema = json.loads(json.dumps(schema))
+        assert _check_depth(schema) is scoped
+        FR._FRAGMENT_CACHE.clear()  # (each conversion from an empty memo: names depend on it)
+        walked = _Converter(schema, strict_mode=False).convert()  # the index walked on the first $ref
+        FR._FRAGMENT_CACHE.clear()
+        assert json_schema_to_ebnf(schema, strict_mode=False) == walked
