@@ -2062,10 +2062,10 @@ class _Converter:
         sets = self.shared_sets(prefix, [cs for i in live for cs, t in trans[i] if t in live])
         # a value's tail that several states end in (a pattern's run of states, each
         # of which a key may end at) is a rule of its own, parsed once
-        tail_uses = Counter(tails[i] for i in live if tails[i] is not None)
+        tail_uses: Counter = Counter(t for t in (tails[i] for i in live) if t is not None)
         tail_rules: Dict[str, str] = {}
         for text, n in tail_uses.items():
-            if n > 1:
+            if n > 1 and isinstance(text, str):
                 tail_rules[text] = name = f"{prefix}-t{len(tail_rules)}"
                 self.add_rule(name, text, tuple(dict.fromkeys(_rule_refs(text))))
         for i in sorted(live):
