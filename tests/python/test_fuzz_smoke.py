@@ -30,6 +30,7 @@ ATHERIS_TARGETS = {
     "matcher": (1000, 256),
     "mask_fork": (600, 256),
     "schema_oracle": (800, 256),
+    "structural_tag": (1500, 4096),
 }
 MUTATIONS = 4000
 
