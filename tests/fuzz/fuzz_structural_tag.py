@@ -7,16 +7,18 @@ Byte 0 picks how the input becomes a tag:
 - below 0xF0 (a JSON text starts with ``{``): the input up to a NUL is
   the tag's JSON text (JSON parsing and validation are fuzzed too); after the NUL,
   the walk's script.
-- 0xF0..0xF7: a format built by a small grammar of the format types from the bytes
+- 0xF0..0xF6: a format built by a small grammar of the format types from the bytes
   that follow (so most inputs are valid tags deep in the conversion), compiled as a
   dict or, if the next byte is odd, as its JSON text.
+- 0xF7: the legacy call form ``(tags, triggers)`` of 1-3 ``{begin, schema, end}``.
 - 0xF8..0xFF: ``get_model_structural_tag`` of a built-in family with 0-3 tools and
   fuzzed options.
 
 Checks, when the compile does not end in a library exception: a walk of up to 16
 steps where the mask is never empty before termination, the mask bit of 6 sampled
 token ids equals ``fork().accept_token`` each step, the picked allowed token is
-accepted, and at the end every token id is checked the same way.
+accepted, and at the end every token id is checked the same way.  A step that runs
+past the matcher's work budget (``LimitExceededError``) ends the walk.
 """
 
 import json
@@ -25,7 +27,7 @@ import atheris
 import numpy as np
 
 import fuzzlib
-from fuzzlib import EXPECTED, Script, allowed, budget, xgr
+from fuzzlib import EXPECTED, LimitExceededError, Script, allowed, budget, xgr
 
 with atheris.instrument_imports(include=["xg2_plugin"]):
     # model_formats first: it imports harmony (importing harmony first is a circular import)
@@ -184,14 +186,29 @@ def _model_tag(s: Script):
     if s.byte() % 5 == 0:
         tools.append({"type": _pick(s, ["web_search_preview", "code_interpreter", "python"])})
     b = s.byte()
-    choice = ["auto", "required", "none", {"type": "function", "function": {"name": names[0]}}][b % 4]
-    rf = [None, None, {"type": "json_object"}, {"type": "json_schema", "json_schema": {"schema": SCHEMAS[6]}}][b >> 6]
+    allowed = {"type": "allowed_tools", "allowed_tools": {
+        "mode": ["auto", "required"][b >> 7], "tools": [{"type": "function", "function": {"name": n}}
+                                                         for n in names[:(b >> 4) % 4]]}}
+    choice = ["auto", "required", "none", {"type": "function", "function": {"name": names[0]}}, allowed,
+              {"type": "web_search_preview"}, None, "auto"][b % 8]
+    rf = [None, None, {"type": "json_object"}, {"type": "json_schema", "json_schema": {"schema": SCHEMAS[6]}}][
+        (b >> 3) % 4]
     flags = s.byte()
     return get_model_structural_tag(
         family, tools, tool_choice=choice, reasoning=["enabled", "disabled", "auto", True][flags % 4],
         any_order=bool(flags & 4), exclude_special_tokens=not flags & 8,
         max_whitespace_cnt=None if flags & 0x10 else (flags >> 5), parallel_tool_calls=not flags & 0x20,
         response_format=rf)
+
+
+def _legacy(s: Script):
+    """The legacy ``(tags, triggers)`` arguments (a schema sometimes as JSON text)."""
+    tags = []
+    for _ in range(1 + s.byte() % 3):
+        schema = _pick(s, SCHEMAS)
+        tags.append({"begin": _string(s) or "<a>", "schema": json.dumps(schema) if s.byte() & 1 else schema,
+                     "end": _string(s)})
+    return tags, _triggers(s, tags)
 
 
 def _compile(data: bytes):
@@ -202,8 +219,11 @@ def _compile(data: bytes):
         tag, script = text.decode("utf-8", "replace"), Script(rest or data[-16:])
     else:
         script = Script(data[1:])
-        tag = _format(script) if mode < 0xF8 else None
+        tag = _format(script) if mode < 0xF7 else None
     try:
+        if mode == 0xF7:
+            with budget():
+                return V.compiler.compile_structural_tag(*_legacy(script)), script
         if tag is None:
             tag = _model_tag(script)
             if script.byte() & 1:
@@ -228,6 +248,15 @@ def test_one_input(data: bytes) -> None:
     compiled, s = _compile(data)
     if compiled is None:
         return
+    try:
+        _walk(compiled, s)
+    except LimitExceededError as e:
+        # the per-step work budget (documented: the matcher is left unchanged); a
+        # repeat of a nullable format, nested, makes fills quadratic in the copies
+        assert "work limit" in str(e), e
+
+
+def _walk(compiled, s: Script) -> None:
     m = xgr.GrammarMatcher(compiled)
     row = np.zeros((1, V.words), dtype=np.int32)
     for step in range(16):
