@@ -563,6 +563,8 @@ static void rule_h0(const xg2_grammar *g, uint32_t r, const xg2_dfa *d, uint64_t
         out[1] = h[1];
         return;
     }
+    if (rt->max_tokens >= 0 || rt->max_chars >= 0) /* (masks of items calling it depend on its budget) */
+        MIX2((uint64_t)(uint32_t)rt->max_tokens << 32 | (uint32_t)rt->max_chars);
     MIX2(rt->n_states);
     for (uint32_t i = 0; i < rt->n_states; i++) {
         uint32_t s = rt->start + i;

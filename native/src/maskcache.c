@@ -475,6 +475,12 @@ static int ends_rule(const xg2_grammar *g, uint32_t s, uint32_t count) {
  * FOLLOW -- and the parser is needed again only from a state with rule edges
  * or a FOLLOW byte at an end on.  Not for rules with a lookahead (completing
  * them adds guards).  Returns the item's state, or XG2_NONE. */
+/* A rule with max_chars (max_tokens: a rule entered inside a token counts
+ * that token as its first, within any budget >= 1). */
+static int has_budget(const xg2_grammar *g, uint32_t r) {
+    return g->rules[r].max_chars >= 0;
+}
+
 static uint32_t nest_item(const xg2_parser *p, uint32_t *count, uint32_t *rule, int *root) {
     const xg2_grammar *g = p->g;
     if (p->scanned != 1) return XG2_NONE;
@@ -482,6 +488,7 @@ static uint32_t nest_item(const xg2_parser *p, uint32_t *count, uint32_t *rule, 
     if (it->guard || !is_pure(g, it->state)) return XG2_NONE;
     uint32_t r = g->states[it->state].rule;
     if (g->rules[r].lookahead >= 0) return XG2_NONE;
+    if (has_budget(g, r) && it->origin != XG2_LOCAL_ROOT) return XG2_NONE; /* (see plain_inside) */
     *count = it->count;
     *rule = r;
     *root = it->origin == XG2_LOCAL_ROOT;
@@ -491,6 +498,14 @@ static uint32_t nest_item(const xg2_parser *p, uint32_t *count, uint32_t *rule, 
 /* A rule a walk can step as an automaton: plain (no counter), no lookahead. */
 static int plain_rule(const xg2_grammar *g, uint32_t r) {
     return g->rules[r].kind == RK_FSM && g->rules[r].lookahead < 0;
+}
+
+/* The same for a rule the walk may enter after some bytes of the token: not
+ * one with max_chars (its budget counts from where it begins, which only the
+ * parser's scan checks; entered at the token's start -- call_only, the split
+ * walks -- its budget is the fill's, xg2__parser_budget_near). */
+static int plain_inside(const xg2_grammar *g, uint32_t r) {
+    return plain_rule(g, r) && !has_budget(g, r);
 }
 
 /* A call right before the end of the caller's rule (a tail call): it returns
@@ -554,7 +569,7 @@ static uint32_t through_tail_calls(const xg2_grammar *g, uint32_t s) {
             g->rules[st->rule].lookahead >= 0)
             return s;
         const xg2_ref *e = &g->refs_tab[st->ref_off];
-        if (!tail_call(g, e) || !plain_rule(g, e->rule)) return s;
+        if (!tail_call(g, e) || !plain_inside(g, e->rule)) return s;
         s = g->rules[e->rule].start;
     }
     return s;
@@ -594,7 +609,7 @@ static int set_add(walker *w, uint32_t d, uint32_t s, uint32_t n, uint32_t ret, 
         if (st->loop || g->rules[st->rule].lookahead >= 0) return 0;
         for (uint32_t j = st->ref_off; j < st->ref_off + st->ref_n; j++) {
             const xg2_ref *e = &g->refs_tab[j];
-            if (!plain_rule(g, e->rule) || g->states[e->to].loop) return 0;
+            if (!plain_inside(g, e->rule) || g->states[e->to].loop) return 0;
             if (!tail_call(g, e) && ret != XG2_NONE) return 0;
         }
     }

@@ -44,8 +44,9 @@ COMPILE_TIME_LIMIT_MS = 2000
 COMPILE_MEMORY_LIMIT = 256 << 20
 
 
-def _vocab_tokens():
-    """All 256 bytes, then merges of JSON, regex and code text, then a stop token."""
+def _vocab_tokens(special=()):
+    """All 256 bytes, then merges of JSON, regex and code text, then ``special``
+    (texts of extra special tokens), then a stop token."""
     merges = [
         '{"', '"}', '":', '",', '":"', '", "', ' "', "\": ", "{}", "[]", "[{", "}]", "},",
         "true", "false", "null", "tr", "ue", "fal", "se", "nu", "ll",
@@ -63,19 +64,31 @@ def _vocab_tokens():
         if b not in seen:
             seen.add(b)
             tokens.append(b)
+    tokens.extend(t.encode("utf-8") for t in special)
     tokens.append(b"</s>")
     return tokens
 
 
-TOKENS = _vocab_tokens()
-STOP_ID = len(TOKENS) - 1
-VOCAB_SIZE = len(TOKENS) + 7  # a few padding ids past the tokenizer, as real models have
-INFO = xgr.TokenizerInfo(TOKENS, xgr.VocabType.RAW, vocab_size=VOCAB_SIZE, stop_token_ids=[STOP_ID],
-                         special_token_ids=[STOP_ID])
-WORDS = (VOCAB_SIZE + 31) // 32
-# Cache off: every exec compiles (a hit would hide the compile); a small mask cache so
-# eviction paths run too.
-COMPILER = xgr.GrammarCompiler(INFO, cache_enabled=False, cache_limit_bytes=1 << 20)
+class Vocab:
+    """A fuzz vocabulary: the tokens above plus the texts ``special`` as special tokens,
+    its TokenizerInfo and a compiler without a grammar cache (a hit would hide the
+    compile; a small mask cache so eviction paths run too)."""
+
+    def __init__(self, special=()) -> None:
+        self.tokens = _vocab_tokens(special)
+        self.stop_id = len(self.tokens) - 1
+        self.size = len(self.tokens) + 7  # a few padding ids past the tokenizer, as real models have
+        self.words = (self.size + 31) // 32
+        self.special_ids = list(range(self.stop_id - len(special), self.stop_id))
+        self.info = xgr.TokenizerInfo(self.tokens, xgr.VocabType.RAW, vocab_size=self.size,
+                                      stop_token_ids=[self.stop_id],
+                                      special_token_ids=[self.stop_id, *self.special_ids])
+        self.compiler = xgr.GrammarCompiler(self.info, cache_enabled=False, cache_limit_bytes=1 << 20)
+
+
+DEFAULT = Vocab()
+TOKENS, STOP_ID, VOCAB_SIZE, WORDS = DEFAULT.tokens, DEFAULT.stop_id, DEFAULT.size, DEFAULT.words
+INFO, COMPILER = DEFAULT.info, DEFAULT.compiler
 
 
 # The first fill in a process pays a one-time cost (~2-3 s of CPU with this vocabulary's
@@ -89,9 +102,9 @@ def budget():
         yield
 
 
-def allowed(mask_row) -> list:
+def allowed(mask_row, vocab_size: int = VOCAB_SIZE) -> list:
     """The token ids whose bit is set in one int32 mask row."""
-    bits = np.unpackbits(mask_row.view(np.uint8), bitorder="little")[:VOCAB_SIZE]
+    bits = np.unpackbits(mask_row.view(np.uint8), bitorder="little")[:vocab_size]
     return np.flatnonzero(bits).tolist()
 
 

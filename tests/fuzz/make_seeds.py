@@ -9,6 +9,11 @@ test_regex.py are regex seeds, and dict literals that look like schemas (a ``typ
 ``properties``, ``$ref``... key) are JSON Schema seeds.  ``--suite`` adds the schemas of
 a JSON-Schema-Test-Suite draft2020-12 directory (see test_json_schema_suite.py).  The
 hand-written seeds (``hand_*``) are kept; generated ones (``t_*``) are replaced.
+
+Structural-tag seeds: the dict literals of the structural-tag tests whose ``type`` is a
+format type (names bound to literals at a test module's top level are resolved), and
+the tags ``get_model_structural_tag`` makes for every built-in family with 1-3 small
+tools (this part imports ``xg2_plugin``).
 """
 
 import argparse
@@ -54,6 +59,67 @@ def _schemas(tree):
                     continue
 
 
+def _module_literals(tree):
+    """Top-level ``NAME = <literal>`` of a module (what its dict literals refer to)."""
+    env = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                env[node.targets[0].id] = _eval(node.value, env)
+            except Exception:  # not a literal (a call, a comprehension...): skipped
+                continue
+    return env
+
+
+def _eval(node, env):
+    """A literal expression that may name earlier literals (``{**JS, "any_order": True}``)."""
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.Call, ast.Attribute, ast.Lambda, ast.comprehension, ast.Subscript)):
+            raise ValueError("not a literal")
+    return eval(compile(ast.Expression(node), "<seed>", "eval"), {"__builtins__": {}}, dict(env))
+
+
+def _tags(tree, kinds):
+    env = _module_literals(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            try:
+                value = _eval(node, env)
+            except Exception:
+                continue
+            if isinstance(value, dict) and value.get("type") in kinds:
+                yield json.dumps(value, ensure_ascii=False)
+
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}},
+    {"type": "function", "function": {"name": "noop", "parameters": {"type": "object", "properties": {}}}},
+]
+
+
+def structural_tags():
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+    from xg2_plugin.structural_tag.formats import FORMAT_TYPES
+    from xg2_plugin.structural_tag.model_formats import _REGISTRY, get_model_structural_tag
+
+    found = []
+    for path in sorted(glob.glob(os.path.join(TESTS, "test_*tag*.py"))):
+        found.extend(_tags(ast.parse(open(path, encoding="utf-8").read()), set(FORMAT_TYPES) | {"structural_tag"}))
+    for family in sorted(_REGISTRY):
+        calls = [(TOOLS[:n], {}) for n in (1, 2, 3)]
+        calls.append((TOOLS[:1], {"tool_choice": "required", "reasoning": "disabled"}))
+        for tools, kwargs in calls:
+            tag = get_model_structural_tag(family, tools, **kwargs)
+            found.append(json.dumps(tag.model_dump(exclude_none=True), separators=(",", ":"),
+                                    ensure_ascii=False))
+    return found
+
+
 def collect(suite=None):
     found = {"ebnf": [], "lark": [], "regex": [], "json_schema": []}
     for path in sorted(glob.glob(os.path.join(TESTS, "*.py"))):
@@ -74,27 +140,32 @@ def collect(suite=None):
     return found
 
 
-def write(target, texts):
+def write(target, texts, per_target=PER_TARGET, max_bytes=MAX_BYTES):
     folder = os.path.join(SEEDS, target)
     os.makedirs(folder, exist_ok=True)
     for old in glob.glob(os.path.join(folder, "t_*")):
         os.remove(old)
-    unique = list(dict.fromkeys(t.encode("utf-8") for t in texts))
-    unique = [d for d in unique if d and len(d) <= MAX_BYTES]
-    step = max(1, len(unique) // PER_TARGET)  # spread over every test file, not the first
-    for data in unique[::step][:PER_TARGET]:
+    unique = list(dict.fromkeys(t.encode("utf-8", "surrogatepass") for t in texts))
+    unique = [d for d in unique if d and len(d) <= max_bytes]
+    step = max(1, len(unique) // per_target)  # spread over every test file, not the first
+    for data in unique[::step][:per_target]:
         name = "t_" + hashlib.sha1(data).hexdigest()[:12]
         with open(os.path.join(folder, name), "wb") as f:
             f.write(data)
-    return len(unique[::step][:PER_TARGET])
+    return len(unique[::step][:per_target])
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--suite", help="a JSON-Schema-Test-Suite draft2020-12 directory")
+    ap.add_argument("--target", help="regenerate only this target's seeds")
     args = ap.parse_args()
     for target, texts in collect(args.suite).items():
-        print(target, write(target, texts))
+        if args.target in (None, target):
+            print(target, write(target, texts))
+    if args.target in (None, "structural_tag"):
+        # every family's tags and every test literal (the target's -max_len is 4096)
+        print("structural_tag", write("structural_tag", structural_tags(), per_target=400, max_bytes=4096))
 
 
 if __name__ == "__main__":

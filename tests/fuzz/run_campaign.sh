@@ -4,7 +4,7 @@
 #   tests/fuzz/run_campaign.sh TARGET SECONDS [libFuzzer flags...]
 #
 # TARGET: an atheris target (ebnf regex lark json_schema matcher mask_fork
-# schema_oracle: tests/fuzz/fuzz_TARGET.py) or "native" (tests/fuzz/native/
+# schema_oracle structural_tag: tests/fuzz/fuzz_TARGET.py) or "native" (tests/fuzz/native/
 # fuzz_ebnf_matcher.c built with clang -fsanitize=fuzzer,address,undefined).
 # Work folder: $XG2_FUZZ_WORK (default /tmp/xg2-fuzz): corpus/TARGET (grows across
 # campaigns), finds/TARGET (crash-*, timeout-*, oom-* reproducers), TARGET.log.
@@ -38,7 +38,9 @@ if [ "$TARGET" = native ]; then
 else
     SCRIPT=$ROOT/tests/fuzz/fuzz_$TARGET.py
     [ -f "$SCRIPT" ] || { echo "no target $SCRIPT"; exit 2; }
-    PYTHONPATH=$ROOT nice -n 19 python "$SCRIPT" "${COMMON[@]}" -max_len=2048 "$@" \
+    MAX_LEN=2048
+    [ "$TARGET" = structural_tag ] && MAX_LEN=4096  # a model's tool-call tag with 3 tools is 1-4 KB of JSON
+    PYTHONPATH=$ROOT nice -n 19 python "$SCRIPT" "${COMMON[@]}" -max_len=$MAX_LEN "$@" \
         "$CORPUS" "$ROOT/tests/fuzz/seeds/$TARGET" >"$LOG" 2>&1
 fi
 RC=$?

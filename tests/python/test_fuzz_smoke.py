@@ -30,6 +30,7 @@ ATHERIS_TARGETS = {
     "matcher": (1000, 256),
     "mask_fork": (600, 256),
     "schema_oracle": (800, 256),
+    "structural_tag": (1500, 4096),
 }
 MUTATIONS = 4000
 
@@ -155,3 +156,31 @@ def _tiny_info():
     import xg2_plugin as xgr
 
     return xgr.TokenizerInfo([bytes([c]) for c in range(32, 127)] + [b"</s>"], stop_token_ids=[95])
+
+
+def test_fill_budget_on_nested_nullable_repeat():
+    """A find of the structural-tag campaign (regressions/structural_tag/
+    nested_repeat_nullable_fill_budget): repeats of a nullable format, nested ({3,4} of
+    {3,4} ... of optional spaces: 4**5 copies) make the fill after a space quadratic in
+    the copies (~4M work units).  The per-step budget stops it with LimitExceededError
+    and leaves the matcher usable; without a budget the fill completes and its mask
+    agrees with forked accepts."""
+    import xg2_plugin as xgr
+
+    info = _tiny_info()
+    tag = {"type": "grammar", "grammar": 'root ::= " "*'}
+    for _ in range(5):
+        tag = {"type": "repeat", "min": 3, "max": 4, "content": tag}
+    g = xgr.GrammarCompiler(info, cache_enabled=False).compile_structural_tag(tag)
+    mask = xgr.allocate_token_bitmask(1, info.vocab_size)
+    m = xgr.GrammarMatcher(g)
+    assert m.accept_token(0)  # " "
+    with pytest.raises(xgr.LimitExceededError, match="fill work limit"):
+        m.fill_next_token_bitmask(mask)
+    assert m.num_accepted_steps == 1 and m.accept_token(0) and not m.accept_token(1)
+    free = xgr.GrammarMatcher(g, max_step_work=None)
+    assert free.accept_token(0)
+    free.fill_next_token_bitmask(mask)
+    bits = [bool(mask[0, t >> 5] >> (t & 31) & 1) for t in range(info.vocab_size)]
+    assert bits == [free.fork().accept_token(t) for t in range(info.vocab_size)]
+    assert bits[0] and bits[95] and not bits[1]  # a space or the end, nothing else
