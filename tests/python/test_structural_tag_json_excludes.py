@@ -10,13 +10,12 @@ import json
 import random
 
 import jsonschema
-import numpy as np
 import pytest
 
 import xg2_plugin as xgr
 from xg2_plugin.structural_tag.json_excludes import decoded_words, words_pattern
 from st_helpers import ours_accepts, xgr_accepts_tag
-from vocabs import bits_of_row, fill
+from vocabs import walk_checking_forks
 
 WORDS = ["</tool>", "IGNORE", "a|b"]
 BENIGN = ["x", "ok", "</to", "ol>", "IGNOR", "a", "|b", " ", "\u00e9t\u00e9", "<tool>"]
@@ -197,17 +196,7 @@ def _walk(vocab, tag, text: str, samples: int = 32, seed: int = 0) -> bool:
     """Walk ``text``'s tokens, checking sampled mask bits against forks; whether the
     matcher accepted it all and can end there."""
     m = xgr.GrammarMatcher(vocab.compiler.compile_structural_tag(tag))
-    rng = random.Random(seed)
-    for step, tok in enumerate(vocab.encode(text)):
-        bits = bits_of_row(fill(m, vocab.vocab_size), vocab.vocab_size)
-        allowed = np.flatnonzero(bits)
-        picks = {tok} | set(rng.sample(range(vocab.vocab_size), samples))
-        picks |= set(rng.sample(list(allowed), min(samples, len(allowed))))
-        for t in picks:
-            assert bool(bits[t]) == m.fork().accept_token(t), (step, t, vocab.token_bytes[t])
-        if not m.accept_token(tok):
-            return False
-    return m.is_completed()
+    return walk_checking_forks(vocab, m, text, samples, seed) and m.is_completed()
 
 
 @pytest.mark.parametrize("name", ["nested", "unconstrained"])

@@ -6,15 +6,13 @@ completion."""
 from __future__ import annotations
 
 import json
-import random
 
-import numpy as np
 import pytest
 
 import xg2_plugin as xgr
 from xg2_plugin.structural_tag.model_formats import get_model_structural_tag
 
-from vocabs import bits_of_row, fill
+from vocabs import walk_checking_forks
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
            "required": ["city"]}
@@ -26,18 +24,8 @@ DS = "\uff5c"
 
 
 def _walk(vocab, structural_tag, text: str, samples: int = 48, seed: int = 0) -> None:
-    compiled = vocab.compiler.compile_structural_tag(structural_tag)
-    m = xgr.GrammarMatcher(compiled)
-    rng = random.Random(seed)
-    ids = vocab.encode(text)
-    for step, tok in enumerate(ids):
-        bits = bits_of_row(fill(m, vocab.vocab_size), vocab.vocab_size)
-        allowed = np.flatnonzero(bits)
-        picks = {tok} | set(rng.sample(range(vocab.vocab_size), samples))
-        picks |= set(rng.sample(list(allowed), min(samples, len(allowed))))
-        for t in picks:
-            assert bool(bits[t]) == m.fork().accept_token(t), (step, t, vocab.token_bytes[t])
-        assert m.accept_token(tok), (step, vocab.token_bytes[tok])
+    m = xgr.GrammarMatcher(vocab.compiler.compile_structural_tag(structural_tag))
+    assert walk_checking_forks(vocab, m, text, samples, seed), text
     assert m.is_completed()
     assert m.accept_token(vocab.stop_id) and m.is_terminated()
 

@@ -201,6 +201,25 @@ def bits_of_row(row: np.ndarray, vocab_size: int) -> np.ndarray:
     return np.unpackbits(row.view(np.uint8), bitorder="little")[:vocab_size]
 
 
+def walk_checking_forks(vocab, matcher, text: str, samples: int, seed: int = 0) -> bool:
+    """Feed ``text``'s tokens to ``matcher``; before each, the mask bit of the token,
+    of ``samples`` random ids and of ``samples`` allowed ids must equal whether a
+    fork accepts it.  Whether every token was accepted."""
+    import random
+
+    rng = random.Random(seed)
+    for step, tok in enumerate(vocab.encode(text)):
+        bits = bits_of_row(fill(matcher, vocab.vocab_size), vocab.vocab_size)
+        allowed = np.flatnonzero(bits)
+        picks = {tok} | set(rng.sample(range(vocab.vocab_size), samples))
+        picks |= set(rng.sample(list(allowed), min(samples, len(allowed))))
+        for t in picks:
+            assert bool(bits[t]) == matcher.fork().accept_token(t), (step, t, vocab.token_bytes[t])
+        if not matcher.accept_token(tok):
+            return False
+    return True
+
+
 # --------------------------------------------------------------------------------------
 # Independent checkers
 # --------------------------------------------------------------------------------------
