@@ -71,8 +71,9 @@ def words_pattern(words: List[str]) -> str:
             return "\\u%04x" % ord(c)
         return c
 
-    # One leading `[\s\S]*` before the group: written unanchored, each alternative gets
-    # its own and the front-end's subset construction grows exponentially with the words.
+    # One leading `[\s\S]*` before the group (the front-end's parse_pattern now also
+    # takes a shared `.*` out of a searched alternation; this spelling predates that and
+    # gives the same automaton).
     return "^[\\s\\S]*(?:" + "|".join("".join(esc(c) for c in w) for w in words) + ")"
 
 
