@@ -59,7 +59,7 @@ int xg2_compiled_precompute(const xg2_compiled *c, int32_t max_states, int64_t m
         uint32_t s = queue[head++];
         const xg2_state *st = &g->states[s];
         if (st->flags & (SF_BYTES | SF_REFS | SF_REPEAT)) {
-            xg2_item it = {s, 0, 0, 0};
+            xg2_item it = xg2__mask_item(g, (xg2_item){s, 0, 0, 0});
             uint64_t k1, k2;
             xg2_mask_entry *e;
             xg2__mask_key(g, c->v, &it, &k1, &k2);

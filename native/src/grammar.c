@@ -650,9 +650,18 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
             a = xg2__mix64(a, g->follow[r].w[w]);
             b = xg2__mix64(b, g->follow[r].w[w] ^ 0x5bd1e995u);
         }
+        /* A TagDispatch's free-text states (no rule edges) are keyed by the
+         * dispatch's own automaton alone: their walks stop where a tag
+         * begins (maskcache.c), so grammars with other tags share them. */
+        uint64_t oa = xg2__mix64(h0[r][0], 0x6f70617175650001ull), ob = xg2__mix64(h0[r][1], 0x6f70617175650002ull);
+        for (int w = 0; w < 4 && rt->dispatch; w++) {
+            oa = xg2__mix64(oa, g->follow[r].w[w]);
+            ob = xg2__mix64(ob, g->follow[r].w[w] ^ 0x5bd1e995u);
+        }
         for (uint32_t i = 0; i < rt->n_states; i++) {
-            g->skey[rt->start + i][0] = xg2__mix64(a, i);
-            g->skey[rt->start + i][1] = xg2__mix64(b, i);
+            int opaque = rt->dispatch && !(g->states[rt->start + i].flags & (SF_REFS | SF_REPEAT));
+            g->skey[rt->start + i][0] = xg2__mix64(opaque ? oa : a, i);
+            g->skey[rt->start + i][1] = xg2__mix64(opaque ? ob : b, i);
         }
     }
 out:
@@ -793,6 +802,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
         xg2_rule *rt = &g->rules[r];
         rt->kind = ru->kind;
         rt->lookahead = -1;
+        rt->dispatch = ru->kind == RK_FSM && ir->exprs.a[ru->body].kind == XE_DISPATCH;
         rt->max_tokens = ru->max_tokens;
         rt->max_chars = ru->max_chars;
         if (ru->max_tokens >= 0 || ru->max_chars >= 0) {

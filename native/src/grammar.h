@@ -49,6 +49,7 @@ typedef struct {
     uint32_t n_states;
     uint8_t kind;     /* RK_FSM or RK_REPEAT */
     uint8_t nullable;
+    uint8_t dispatch;  /* a TagDispatch: its free-text states' masks do not look into the tags (maskcache.c) */
     int32_t lookahead; /* lookahead automaton id, or -1 */
     uint32_t child;   /* RK_REPEAT: the repeated rule and its bounds (max < 0: none) */
     int32_t min, max;

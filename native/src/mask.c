@@ -189,6 +189,7 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
         xg2_item it = p->items.a[i];
         if (it.origin >= k && !(k == 0 && i == begin)) continue; /* a prediction */
         if (!(g->states[it.state].flags & (SF_BYTES | SF_REFS | SF_REPEAT))) continue;
+        it = xg2__mask_item(g, it);
         if (--p->work_left < 0) { rc = xg2__work_fail(); goto out; } /* a kernel item looked at */
         uint64_t k1, k2;
         xg2__mask_key(g, v, &it, &k1, &k2);

@@ -422,6 +422,10 @@ typedef struct {
     int root_skip;
     xg2_byteset root_ok;
     const xg2_byteset *first_only; /* if set: walk only the children of the root by these bytes */
+    /* The item is a TagDispatch's free text (its key leaves the tags out): a
+     * token that reaches a state calling a tag ends there accepted, and one
+     * that goes on into the tag is uncertain (the live parser knows the tags). */
+    int opaque;
     /* The same under the child of the root being walked (fan_known: set for
      * it; fan_skip: its refused children add nothing). */
     int fan_known, fan_skip;
@@ -566,13 +570,23 @@ static uint32_t through_tail_calls(const xg2_grammar *g, uint32_t s) {
     for (int k = 0; k < 64; k++) {
         const xg2_state *st = &g->states[s];
         if ((st->flags & (SF_BYTES | SF_FINAL | SF_REPEAT)) || st->ref_n != 1 || st->loop ||
-            g->rules[st->rule].lookahead >= 0)
+            g->rules[st->rule].lookahead >= 0 || g->rules[st->rule].dispatch)
             return s;
         const xg2_ref *e = &g->refs_tab[st->ref_off];
         if (!tail_call(g, e) || !plain_inside(g, e->rule)) return s;
         s = g->rules[e->rule].start;
     }
     return s;
+}
+
+xg2_item xg2__mask_item(const xg2_grammar *g, xg2_item it) {
+    if (it.count || it.guard || !(g->states[it.state].flags & SF_REFS)) return it;
+    uint32_t t = through_tail_calls(g, it.state);
+    if (t == it.state) return it;
+    const xg2_byteset *a = &g->follow[g->states[it.state].rule], *b = &g->follow[g->states[t].rule];
+    if (memcmp(a, b, sizeof *a)) return it;
+    it.state = t;
+    return it;
 }
 
 typedef VEC(int32_t) i32vec;
@@ -969,6 +983,13 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
              * (beyond what through_tail_calls follows) */
             uint32_t s, n;
             alive = item_step(g, w->qs[d - 1], w->cs[d - 1], c, &s, &n);
+            if (alive && w->opaque) { /* a tag begins: see walker.opaque */
+                accept_tokens(acc, t->ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
+                for (uint32_t k = (uint32_t)nd->tok_begin + nd->tok_count; k < nd->tok_end; k++)
+                    if (vec_push(unc, t->ids[k])) return XG2_NOMEM();
+                i += nd->subtree;
+                continue;
+            }
             if (alive) {
                 if (set_start(w, d, s, n)) {
                     w->set_from = d;
@@ -1460,7 +1481,8 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
                 .follow = &g->follow[g->states[it->state].rule], .cand_from = 2,
                 .set_from = UINT32_MAX, .set_q = ws->set_q, .set_n = ws->set_n, .set_r = ws->set_r,
                 .set_size = ws->set_size, .set_hash = ws->set_hash, .set_loop = ws->set_loop,
-                .far = xg2__count_far(v), .taken = &taken};
+                .far = xg2__count_far(v), .taken = &taken,
+                .opaque = g->rules[g->states[it->state].rule].dispatch && is_pure(g, it->state)};
     /* The walk spends the caller's work budget (written back below). */
     if (!ws->have_p) {
         if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) return rc;

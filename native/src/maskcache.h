@@ -24,6 +24,12 @@
 XG2_HIDDEN void xg2__mask_key(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, uint64_t *k1,
                               uint64_t *k2);
 
+/* The item whose split a fill uses for kernel item `it`: `it` itself, or, for
+ * an item whose only move is a tail call (through_tail_calls) of a rule with
+ * the same FOLLOW set, the callee's start -- the same split, shared with every
+ * grammar that has the callee (a root that only calls a TagDispatch). */
+XG2_HIDDEN xg2_item xg2__mask_item(const xg2_grammar *g, xg2_item it);
+
 /* The entry for item `it` (key k1, k2 from xg2__mask_key) from the vocabulary's
  * pool, computed on first use, with a reference the caller drops with
  * xg2__pool_release.  work (NULL: unlimited): the caller's work units left
