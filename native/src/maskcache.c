@@ -374,6 +374,15 @@ static int slice_bounded(const xg2_grammar *g, const xg2_slice *s, uint32_t q, u
 
 /* ---- the local walk ---- */
 
+/* The accepted tokens of a compute: the vocabulary-wide bitset, and while they
+ * are few also their list (trie order, maybe repeated) -- a sparse split then
+ * costs neither clearing nor scanning the bitset (most splits inside JSON). */
+typedef struct {
+    int32_t *list;
+    uint32_t n, cap;
+    int dense; /* more than cap, or set in bulk: only the bitset holds them */
+} acc_log;
+
 typedef struct {
     const xg2_grammar *g;
     xg2_parser *p;       /* used below earley_from */
@@ -426,6 +435,7 @@ typedef struct {
      * token that reaches a state calling a tag ends there accepted, and one
      * that goes on into the tag is uncertain (the live parser knows the tags). */
     int opaque;
+    acc_log *log; /* the accepted tokens' list (shared by the walker's copies) */
     /* The same under the child of the root being walked (fan_known: set for
      * it; fan_skip: its refused children add nothing). */
     int fan_known, fan_skip;
@@ -592,7 +602,15 @@ xg2_item xg2__mask_item(const xg2_grammar *g, xg2_item it) {
 typedef VEC(int32_t) i32vec;
 
 /* Set the bits of tokens ids[from .. to) in acc. */
-static inline void accept_tokens(uint32_t *acc, const int32_t *ids, uint32_t from, uint32_t to) {
+static inline void accept_tokens(acc_log *log, uint32_t *acc, const int32_t *ids, uint32_t from, uint32_t to) {
+    if (!log->dense) {
+        if (to - from <= log->cap - log->n) {
+            memcpy(log->list + log->n, ids + from, sizeof(int32_t) * (to - from));
+            log->n += to - from;
+        } else {
+            log->dense = 1;
+        }
+    }
     for (uint32_t k = from; k < to; k++) {
         uint32_t id = (uint32_t)ids[k];
         acc[id >> 5] |= 1u << (id & 31);
@@ -840,7 +858,7 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
         }
         if (nd->subtree > 1 && !(t->below[i] & ~(g->self_groups[s] | far_head_groups(w, s, ss->loop, n)))) {
             /* s loops on every byte below: the whole subtree is accepted */
-            accept_tokens(acc, ids, nd->tok_begin, nd->tok_end);
+            accept_tokens(w->log, acc, ids, nd->tok_begin, nd->tok_end);
             i += nd->subtree;
             continue;
         }
@@ -849,7 +867,7 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
         cs[d] = n;
         comp[d] = (ss->flags & SF_FINAL) && xg2__loop_may_end(g, s, n);
         cand[d] = cd;
-        accept_tokens(acc, ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
+        accept_tokens(w->log, acc, ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
         i++;
     }
     return i;
@@ -947,7 +965,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
                     /* s loops on every byte below: the whole subtree is accepted
                      * (the item is in the parser's set: a handover below would
                      * keep this path alive) */
-                    accept_tokens(acc, t->ids, nd->tok_begin, nd->tok_end);
+                    accept_tokens(w->log, acc, t->ids, nd->tok_begin, nd->tok_end);
                     i += nd->subtree;
                     continue;
                 }
@@ -984,7 +1002,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             uint32_t s, n;
             alive = item_step(g, w->qs[d - 1], w->cs[d - 1], c, &s, &n);
             if (alive && w->opaque) { /* a tag begins: see walker.opaque */
-                accept_tokens(acc, t->ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
+                accept_tokens(w->log, acc, t->ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
                 for (uint32_t k = (uint32_t)nd->tok_begin + nd->tok_count; k < nd->tok_end; k++)
                     if (vec_push(unc, t->ids[k])) return XG2_NOMEM();
                 i += nd->subtree;
@@ -1024,7 +1042,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         uint8_t cand = w->cand[d - 1] || (d >= w->cand_from && w->comp[d - 1] && byteset_has(w->follow, c));
         if (alive) {
             w->cand[d] = cand;
-            accept_tokens(acc, t->ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
+            accept_tokens(w->log, acc, t->ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
             i++;
         } else {
             if (cand)
@@ -1043,6 +1061,8 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
  * large (a vocabulary-wide bitset), so they are kept and reused. */
 typedef struct {
     uint32_t *acc;
+    int acc_clean; /* acc is all zero (a sparse split clears the bits it set) */
+    int32_t *acc_list; /* acc_log's list: words / 16 entries */
     size_t words;
     uint32_t *qs, *cs;
     uint8_t *cand, *comp, *path;
@@ -1062,6 +1082,7 @@ static void ws_free(void *x) {
     workspace *w = x;
     if (!w) return;
     xg2__free(w->acc);
+    xg2__free(w->acc_list);
     xg2__free(w->qs);
     xg2__free(w->cs);
     xg2__free(w->cand);
@@ -1091,6 +1112,10 @@ static workspace *ws_get(size_t words, uint32_t depth) {
         uint32_t *a = xg2__realloc(w->acc, sizeof(uint32_t) * words);
         if (!a) return NULL;
         w->acc = a;
+        w->acc_clean = 0;
+        int32_t *l = xg2__realloc(w->acc_list, sizeof(int32_t) * (words / 16 + 1));
+        if (!l) return NULL;
+        w->acc_list = l;
         w->words = words;
     }
     if (w->depth < depth) {
@@ -1199,6 +1224,7 @@ static int walk_from(const walker *base, const xg2_vocab *v, uint32_t q0, uint32
          * has seen no prefix: only for a callee that loops from its start) */
         if (slice_loops(g, v, s, q0, n0, follow0, &q1, &ends) &&
             !(w.nest_base != XG2_NONE && (ends || q1 != q0))) {
+            w.log->dense = 1;
             for (size_t i = 0; i < v->words; i++) acc[i] |= s->whole[i];
             int rc = walk(&w, &s->heads, acc, unc);
             if (rc) return rc;
@@ -1211,6 +1237,7 @@ static int walk_from(const walker *base, const xg2_vocab *v, uint32_t q0, uint32
             break;
         }
         if (slice_contained(g, v, k, q0, n0)) {
+            w.log->dense = 1;
             for (size_t i = 0; i < v->words; i++) acc[i] |= s->all[i];
             *w.taken |= (uint8_t)(1u << k);
             t = &s->rest;
@@ -1223,6 +1250,7 @@ static int walk_from(const walker *base, const xg2_vocab *v, uint32_t q0, uint32
         if (!s->rest.nodes || !slice_bounded(g, s, q0, n0, follow0, &r)) continue;
         if (r) {
             const uint32_t *up = xg2__upto(v, s->upto, r);
+            w.log->dense = 1;
             for (size_t i = 0; i < v->words; i++) acc[i] |= up[i];
         }
         t = &s->rest;
@@ -1314,6 +1342,7 @@ static int walk_near_bound(walker *w, const xg2_vocab *v, const xg2_item *it, co
     w->comp[0] = w->cand[0] = 0;
     w->qs[0] = it->state;
     w->cs[0] = it->count;
+    w->log->dense = 1; /* (tokens set in bulk below) */
     int rc;
     if (l->rest_checked) {
         rc = walk(w, &lt->trie, acc, unc);
@@ -1380,6 +1409,7 @@ static int walk_bounded_string(walker *w, const xg2_vocab *v, const xg2_item *it
     const xg2_loop *l = &w->g->loops[(w->g->states[it->state].loop >> 1) - 1];
     uint32_t r = (uint32_t)l->max - it->count;
     const xg2_slice *s = &v->slices[XG2_SLICE_JSON];
+    w->log->dense = 1; /* (tokens set in bulk below) */
     const uint32_t *keep = xg2__upto(v, v->json_bounded.sfx_upto, r);
     const uint32_t *members = xg2__upto(v, s->upto, r);
     w->comp[0] = w->cand[0] = 0;
@@ -1424,6 +1454,7 @@ static int walk_from_start(walker *w, const xg2_vocab *v, uint32_t q0, const xg2
     const xg2_trie *t = &v->trie;
     uint32_t *mine = xg2__calloc(v->words, sizeof(uint32_t)); /* the tokens under diff's bytes */
     if (!mine) return XG2_NOMEM();
+    w->log->dense = 1; /* (tokens set in bulk below) */
 #define MINE(id) (mine[(uint32_t)(id) >> 5] >> ((id) & 31) & 1)
     for (uint32_t i = t->root_next[byteset_next(diff, 0)]; i < t->n_nodes;
          i = t->root_next[byteset_next(diff, t->nodes[i].byte + 1u)])
@@ -1470,8 +1501,10 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     if (!ws) return XG2_NOMEM();
     int rc = XG2_OK;
     uint8_t taken = 0;
-    uint32_t *acc = ws->acc;
-    memset(acc, 0, sizeof(uint32_t) * words);
+    uint32_t *acc = ws->acc, limit = (uint32_t)(words / 16); /* fewer accepted tokens: a list */
+    if (!ws->acc_clean) memset(acc, 0, sizeof(uint32_t) * ws->words);
+    ws->acc_clean = 0;
+    acc_log log = {.list = ws->acc_list, .cap = limit ? limit - 1 : 0};
     memset(ws->cand, 0, depth);
     memset(ws->comp, 0, depth);
     ws->unc.n = 0;
@@ -1482,7 +1515,7 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
                 .set_from = UINT32_MAX, .set_q = ws->set_q, .set_n = ws->set_n, .set_r = ws->set_r,
                 .set_size = ws->set_size, .set_hash = ws->set_hash, .set_loop = ws->set_loop,
                 .far = xg2__count_far(v), .taken = &taken,
-                .opaque = g->rules[g->states[it->state].rule].dispatch && is_pure(g, it->state)};
+                .opaque = g->rules[g->states[it->state].rule].dispatch && is_pure(g, it->state), .log = &log};
     /* The walk spends the caller's work budget (written back below). */
     if (!ws->have_p) {
         if ((rc = xg2__parser_init_local(&ws->p, g, it->state, it->count))) return rc;
@@ -1538,8 +1571,22 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     xg2_mask_entry *e = xg2__calloc(1, sizeof *e);
     if (!e) return XG2_NOMEM();
     /* A list when few tokens are accepted (setting bits beats OR-ing a bitset).
-     * (The bitset is read 64 bits at a time: most words are empty.) */
-    uint32_t n_acc = 0, limit = (uint32_t)(words / 16);
+     * From the log if it kept them all (clearing their bits, which drops
+     * repeats), else read off the bitset 64 bits at a time. */
+    if (!log.dense) {
+        e->acc = xg2__malloc(sizeof(int32_t) * (log.n ? log.n : 1));
+        if (!e->acc) { xg2__free(e); return XG2_NOMEM(); }
+        for (uint32_t k = 0; k < log.n; k++) {
+            uint32_t t = (uint32_t)log.list[k];
+            if (!(acc[t >> 5] >> (t & 31) & 1)) continue;
+            acc[t >> 5] &= ~(1u << (t & 31));
+            e->acc[e->n_acc++] = (int32_t)t;
+        }
+        ws->acc_clean = 1;
+        e->bytes = sizeof(int32_t) * e->n_acc;
+        goto uncertain;
+    }
+    uint32_t n_acc = 0;
     for (size_t i = 0; i < words && n_acc < limit; i += 2) {
         uint64_t x = acc_pair(acc, words, i);
         if (x) n_acc += popcount64(x);
@@ -1557,6 +1604,7 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
         memcpy(e->bits, acc, sizeof(uint32_t) * words);
         e->bytes = sizeof(uint32_t) * words;
     }
+uncertain:
     if (ws->unc.n) {
         e->unc = xg2__malloc(sizeof(int32_t) * ws->unc.n);
         if (!e->unc) { xg2__mask_entry_free(e); return XG2_NOMEM(); }
