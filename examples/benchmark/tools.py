@@ -54,10 +54,10 @@ def output_text(fmt: str, tool: Dict[str, Any]) -> str:
 
 def requests(pool, fmt: str, n: int, mode: str, count: int, seed: int) -> List[Dict[str, Any]]:
     rng = random.Random(seed)
-    static = rng.sample(pool, n) if n <= len(pool) else None
+    static = _sample(rng, pool, n)  # one set for every request in static mode (N > the pool too)
     out = []
     for _ in range(count):
-        tools = static if mode == "static" and static is not None else _sample(rng, pool, n)
+        tools = static if mode == "static" else _sample(rng, pool, n)
         called = rng.choice(tools)
         out.append({"tag": structural_tag(fmt, tools), "text": output_text(fmt, called)})
     return out
