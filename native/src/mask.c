@@ -45,9 +45,15 @@ int xg2__mask_walk(xg2_parser *p, const xg2_vocab *v, uint32_t *row) {
     return XG2_OK;
 }
 
-/* Check tokens (byte order) against the live parser; set the accepted ones. */
+/* Check tokens (byte order) against the live parser; set the accepted ones.
+ * Where many pushes at one depth fail (the tokens that run from free text into
+ * a tag: a byte per tool name's first letter), the bytes the parser's items
+ * can take there (a superset) are read once and the others refused unpushed. */
+#define RESOLVE_FAILS_BEFORE_NEXT 8
 static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint32_t n, uint32_t *row) {
     uint32_t depth = 0, dead_at = UINT32_MAX, prev_len = 0;
+    uint32_t next_depth = UINT32_MAX, fails_depth = UINT32_MAX, fails = 0; /* (valid while that depth's prefix is) */
+    xg2_byteset next;
     const uint8_t *prev = NULL;
     int rc = XG2_OK;
     for (uint32_t k = 0; k < n; k++) {
@@ -62,11 +68,22 @@ static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint3
             xg2__parser_pop(p, depth - lcp);
             depth = lcp;
         }
+        if (next_depth != UINT32_MAX && next_depth > lcp) next_depth = UINT32_MAX;
+        if (fails_depth != UINT32_MAX && fails_depth > lcp) fails_depth = UINT32_MAX;
         dead_at = UINT32_MAX;
         for (uint32_t i = depth; i < len; i++) {
+            if (i == next_depth && !byteset_has(&next, b[i])) { dead_at = i; break; }
             int r = xg2__parser_push(p, b[i]);
             if (r < 0) { rc = -r; goto out; }
-            if (!r) { dead_at = i; break; }
+            if (!r) {
+                dead_at = i;
+                if (fails_depth != i) fails_depth = i, fails = 0;
+                if (++fails == RESOLVE_FAILS_BEFORE_NEXT && next_depth != i) {
+                    xg2__parser_next_bytes(p, &next);
+                    next_depth = i;
+                }
+                break;
+            }
             depth++;
         }
         if (dead_at == UINT32_MAX) row[t >> 5] |= 1u << (t & 31);
