@@ -448,7 +448,8 @@ class _Converter:
             content = self.emit(tag.content, f"{tpath}.content", self.end_strings(tag.end, f"{tpath}.end"))
             end = self.edge(tag.end, f"{tpath}.end")
             groups[hits[0]].append(f"({self.lit(tag.begin[len(hits[0]):])} {content} {end})")
-            full.append(f"({self.lit(tag.begin)} {content} {end})")
+            if f.at_least_one:  # (the tags whole, for the first one: only then)
+                full.append(f"({self.lit(tag.begin)} {content} {end})")
         if not f.tags:
             raise GrammarError(f"{path}.tags: at least one tag is needed")
         for i, t in enumerate(triggers):

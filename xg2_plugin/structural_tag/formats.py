@@ -38,14 +38,14 @@ class JSONSchemaFormat(BaseModel):
     style: JSONStyle = "json"
     any_order: bool = False
     max_whitespace_cnt: Optional[int] = None
-    excludes: List[str] = []
+    excludes: List[str] = Field(default_factory=list)
 
 
 class AnyTextFormat(BaseModel):
     """Any text but the ``excludes`` (and, inside a tag, the tag's end)."""
 
     type: Literal["any_text"] = "any_text"
-    excludes: List[str] = []
+    excludes: List[str] = Field(default_factory=list)
     max_tokens: Optional[int] = Field(default=None, ge=0, le=2_147_483_647)
     max_chars: Optional[int] = Field(default=None, ge=0, le=2_147_483_647)
 
@@ -61,14 +61,14 @@ class ExcludeTokenFormat(BaseModel):
     """One token, any but these."""
 
     type: Literal["exclude_token"] = "exclude_token"
-    exclude_tokens: List[Union[int, str]] = []
+    exclude_tokens: List[Union[int, str]] = Field(default_factory=list)
 
 
 class AnyTokensFormat(BaseModel):
     """Zero or more tokens, none of these."""
 
     type: Literal["any_tokens"] = "any_tokens"
-    exclude_tokens: List[Union[int, str]] = []
+    exclude_tokens: List[Union[int, str]] = Field(default_factory=list)
     max_tokens: Optional[int] = Field(default=None, ge=0, le=2_147_483_647)
 
 
@@ -117,14 +117,14 @@ class TriggeredTagsFormat(BaseModel):
     tags: List[TagFormat]
     at_least_one: bool = False
     stop_after_first: bool = False
-    excludes: List[str] = []
+    excludes: List[str] = Field(default_factory=list)
 
 
 class TokenTriggeredTagsFormat(BaseModel):
     type: Literal["token_triggered_tags"] = "token_triggered_tags"
     trigger_tokens: List[Union[int, str]]
     tags: List[TagFormat]
-    exclude_tokens: List[Union[int, str]] = []
+    exclude_tokens: List[Union[int, str]] = Field(default_factory=list)
     at_least_one: bool = False
     stop_after_first: bool = False
 
@@ -169,14 +169,14 @@ class DispatchFormat(BaseModel):
     type: Literal["dispatch"] = "dispatch"
     rules: List[Tuple[str, "Format"]]
     loop: bool = True
-    excludes: List[str] = []
+    excludes: List[str] = Field(default_factory=list)
 
 
 class TokenDispatchFormat(BaseModel):
     type: Literal["token_dispatch"] = "token_dispatch"
     rules: List[Tuple[Union[int, str], "Format"]]
     loop: bool = True
-    exclude_tokens: List[Union[int, str]] = []
+    exclude_tokens: List[Union[int, str]] = Field(default_factory=list)
 
 
 class QwenXMLParameterFormat(BaseModel):
