@@ -38,4 +38,27 @@ XG2_HIDDEN xg2_item xg2__mask_item(const xg2_grammar *g, xg2_item it);
 XG2_HIDDEN int xg2__mask_entry_get(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it, uint64_t k1,
                                    uint64_t k2, int64_t *work, xg2_mask_entry **out);
 
+/* No rule edges, no counter: an item there steps as a plain DFA. */
+static inline int xg2__is_pure(const xg2_grammar *g, uint32_t s) {
+    return !(g->states[s].flags & (SF_REFS | SF_REPEAT));
+}
+
+/* A state whose only move is a tail call of a plain rule: the callee's start
+ * (following tail calls, a bounded number), else s itself (maskcache.c). */
+XG2_HIDDEN uint32_t xg2__through_tail_calls(const xg2_grammar *g, uint32_t s);
+
+/* slice_proofs.c: may the walk from state q (loop count `count`) take slice k
+ * (`s`) in bulk -- every class string alive (contained), the class looping back
+ * to *q1 (loops; *ends: q1 may end the rule), or a bounded run of at most *r
+ * characters (bounded)?  `follow`: what may follow the rule. */
+XG2_HIDDEN int xg2__slice_contained(const xg2_grammar *g, const xg2_vocab *v, int k, uint32_t q, uint32_t count);
+XG2_HIDDEN int xg2__slice_loops(const xg2_grammar *g, const xg2_vocab *v, const xg2_slice *s, uint32_t q,
+                                uint32_t count, const xg2_byteset *follow, uint32_t *q1, int *ends);
+/* The state the slice's first whole character leads q (count `count`) to, the
+ * same from every one of its characters (*to), or 0. */
+XG2_HIDDEN int xg2__slice_class_target(const xg2_grammar *g, const xg2_slice *s, uint32_t q, uint32_t count,
+                                       uint32_t *to);
+XG2_HIDDEN int xg2__slice_bounded(const xg2_grammar *g, const xg2_slice *s, uint32_t q, uint32_t count,
+                                  const xg2_byteset *follow, uint32_t *r);
+
 #endif
