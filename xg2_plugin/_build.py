@@ -52,6 +52,8 @@ ffibuilder.set_source(
         "-fvisibility=hidden",
         "-Wall",
         "-Wno-unused-parameter",
+        # (a missing prototype otherwise builds a library that fails to load: an undefined symbol)
+        "-Werror=implicit-function-declaration",
     ],
     extra_link_args=["-pthread"],
 )
