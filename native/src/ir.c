@@ -313,7 +313,7 @@ static int covered(const uint32_t *rg, uint32_t n, uint32_t cp) {
  * for this quadratic test.  A negated class's least encodable code point not
  * in its ranges is 0, U+E000 or one past a range. */
 static int class_encodable(const xg2_ir *ir, const xg2_expr *e) {
-    const uint32_t *rg = ir->pool.a + e->a;
+    const uint32_t *rg = e->n ? ir->pool.a + e->a : NULL; /* (`[]`: no ranges, perhaps no pool yet) */
     if (!(e->flags & XF_NEGATED)) {
         for (uint32_t i = 0; i < e->n; i++)
             if (rg[2 * i] < 0xD800 || rg[2 * i + 1] > 0xDFFF) return 1;

@@ -270,3 +270,11 @@ def test_too_many_word_characters_are_refused_at_once():
 def test_all_alternatives_excluded_is_an_error():
     with pytest.raises(xgr.GrammarError, match="json_schema"):
         xgr.Grammar.from_structural_tag(_tag({"enum": ["IGNORE", "</tool>"]}))
+
+
+def test_a_malformed_type_is_a_grammar_error():
+    """A find of the structural-tag campaign: a `type` that is an object reached a set
+    lookup in the transform (a bare TypeError); the front-end names the keyword instead."""
+    schema = {"type": {"x": {"type": "integer"}, "s": {"type": "string"}}, "required": ["x"]}
+    with pytest.raises(xgr.GrammarError, match=r'format\.json_schema: .*keyword "type"'):
+        xgr.Grammar.from_structural_tag(_tag(schema, ["x"]))

@@ -132,7 +132,8 @@ class _Transform:
             return s  # false, or a malformed value the front-end reports with its path
         if not s.keys() - _ANNOTATIONS:
             return self.any
-        if s.get("type") in self.bare and not s.keys() - _ANNOTATIONS - {"type"} and not exempt:
+        ty = s.get("type")  # (any JSON value: a malformed one is the front-end's to report)
+        if isinstance(ty, str) and ty in self.bare and not s.keys() - _ANNOTATIONS - {"type"} and not exempt:
             return self.bare[s["type"]]
         out = dict(s)
         conjuncts = [s] + [b for b in s.get("allOf", []) if isinstance(b, dict)] \
