@@ -596,6 +596,16 @@ static void rule_h0(const xg2_grammar *g, uint32_t r, const xg2_dfa *d, uint64_t
     out[1] = h[1];
 }
 
+/* A rule key and what may follow the rule, as one key. */
+static void with_follow(const uint64_t h[2], const xg2_byteset *follow, uint64_t out[2]) {
+    out[0] = h[0];
+    out[1] = h[1];
+    for (int w = 0; w < 4; w++) {
+        out[0] = xg2__mix64(out[0], follow->w[w]);
+        out[1] = xg2__mix64(out[1], follow->w[w] ^ 0x5bd1e995u);
+    }
+}
+
 /* Rule keys refined until stable: h_{i+1}(r) = mix(h0(r), h_i of the rules r
  * references, in edge order) -- equal keys after the last round mean equal
  * languages of the whole reference structure, cycles included. */
@@ -645,23 +655,19 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
     for (uint32_t r = 0; r < nr; r++) {
         const xg2_rule *rt = &g->rules[r];
         if (rt->start == XG2_NONE) continue;
-        uint64_t a = h[r][0], b = h[r][1]; /* the rule's key and what may follow it */
-        for (int w = 0; w < 4; w++) {
-            a = xg2__mix64(a, g->follow[r].w[w]);
-            b = xg2__mix64(b, g->follow[r].w[w] ^ 0x5bd1e995u);
-        }
+        uint64_t key[2], own[2];
+        with_follow(h[r], &g->follow[r], key);
         /* A TagDispatch's free-text states (no rule edges) are keyed by the
-         * dispatch's own automaton alone: their walks stop where a tag
-         * begins (maskcache.c), so grammars with other tags share them. */
-        uint64_t oa = xg2__mix64(h0[r][0], 0x6f70617175650001ull), ob = xg2__mix64(h0[r][1], 0x6f70617175650002ull);
-        for (int w = 0; w < 4 && rt->dispatch; w++) {
-            oa = xg2__mix64(oa, g->follow[r].w[w]);
-            ob = xg2__mix64(ob, g->follow[r].w[w] ^ 0x5bd1e995u);
+         * dispatch's own automaton alone (h0, tagged apart): their walks stop
+         * where a tag begins (maskcache.c), so grammars with other tags share them. */
+        if (rt->dispatch) {
+            uint64_t tagged[2] = {xg2__mix64(h0[r][0], 0x6f70617175650001ull), xg2__mix64(h0[r][1], 0x6f70617175650002ull)};
+            with_follow(tagged, &g->follow[r], own);
         }
         for (uint32_t i = 0; i < rt->n_states; i++) {
-            int opaque = rt->dispatch && !(g->states[rt->start + i].flags & (SF_REFS | SF_REPEAT));
-            g->skey[rt->start + i][0] = xg2__mix64(opaque ? oa : a, i);
-            g->skey[rt->start + i][1] = xg2__mix64(opaque ? ob : b, i);
+            const uint64_t *k = rt->dispatch && !(g->states[rt->start + i].flags & (SF_REFS | SF_REPEAT)) ? own : key;
+            g->skey[rt->start + i][0] = xg2__mix64(k[0], i);
+            g->skey[rt->start + i][1] = xg2__mix64(k[1], i);
         }
     }
 out:

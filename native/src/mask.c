@@ -68,8 +68,8 @@ static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint3
             xg2__parser_pop(p, depth - lcp);
             depth = lcp;
         }
-        if (next_depth != UINT32_MAX && next_depth > lcp) next_depth = UINT32_MAX;
-        if (fails_depth != UINT32_MAX && fails_depth > lcp) fails_depth = UINT32_MAX;
+        if (next_depth > lcp) next_depth = UINT32_MAX; /* (the prefix they were read at changed) */
+        if (fails_depth > lcp) fails_depth = UINT32_MAX;
         dead_at = UINT32_MAX;
         for (uint32_t i = depth; i < len; i++) {
             if (i == next_depth && !byteset_has(&next, b[i])) { dead_at = i; break; }

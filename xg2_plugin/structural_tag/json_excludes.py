@@ -134,7 +134,7 @@ class _Transform:
             return self.any
         ty = s.get("type")  # (any JSON value: a malformed one is the front-end's to report)
         if isinstance(ty, str) and ty in self.bare and not s.keys() - _ANNOTATIONS - {"type"} and not exempt:
-            return self.bare[s["type"]]
+            return self.bare[ty]
         out = dict(s)
         conjuncts = [s] + [b for b in s.get("allOf", []) if isinstance(b, dict)] \
             if isinstance(s.get("allOf"), list) else [s]
