@@ -3,7 +3,8 @@
  *
  * Input: EBNF text, then optionally a NUL byte and a byte script.  The grammar
  * (start rule "root") is parsed, printed and parsed again (the print must parse and
- * print the same), compiled for a small built-in vocabulary, and the script drives a
+ * print the same, or do so from a second round on: see check_print), compiled for
+ * a small built-in vocabulary, and the script drives a
  * matcher and its forks: accept_token / accept_bytes / rollback / fill / fork / reset /
  * jump-forward / batch fill / precompute.  Checked on the way:
  *   - every call returns a documented status; XG2_ERR_INTERNAL is a find;
@@ -239,26 +240,48 @@ static void run_script(const xg2_compiled *c, script *s) {
     xg2_matcher_free(m);
 }
 
-/* print(parse(print(g))) == print(g), and the print parses. */
+/* g's printed text (malloc'd, NUL-terminated), or NULL. */
+static char *print_text(const xg2_grammar *g, size_t *len) {
+    size_t need = 0, got = 0;
+    if (xg2_grammar_print(g, NULL, 0, &need) != XG2_OK) return NULL;
+    char *p = malloc(need + 1);
+    if (!p) return NULL;
+    CALL(xg2_grammar_print(g, p, need, &got));
+    if (got != need) FIND("print: %zu bytes measured, %zu written", need, got);
+    p[need] = 0;
+    *len = need;
+    return p;
+}
+
+/* The print parses (to 0 on a limit), into *out. */
+static int parse_print(const char *p, size_t len, xg2_grammar **out) {
+    int rc = xg2_grammar_from_ebnf(p, len, "root", out);
+    if (rc == XG2_ERR_LIMIT || rc == XG2_ERR_NOMEM) return 0;
+    if (rc != XG2_OK) FIND("the printed grammar does not parse (%d):\n%s", rc, p);
+    return 1;
+}
+
+/* The print parses, and printing is a fixed point: print(parse(print(g))) ==
+ * print(g) -- or, where it is not, from the second round on.  (A counted
+ * repetition that its rule's automaton could not keep apart is printed as a
+ * rule of its own; parsed again, that rule may be merged back into its caller,
+ * where the conflict can be resolved on the other loop: the same language,
+ * written differently once, then stable.) */
 static void check_print(const xg2_grammar *g) {
-    size_t len = 0, len2 = 0;
-    if (xg2_grammar_print(g, NULL, 0, &len) != XG2_OK) return;
-    char *p1 = malloc(len + 1);
-    if (!p1) return;
-    CALL(xg2_grammar_print(g, p1, len, &len2));
-    p1[len] = 0;
-    xg2_grammar *g2 = NULL;
-    int rc = xg2_grammar_from_ebnf(p1, len, "root", &g2);
-    if (rc == XG2_ERR_LIMIT || rc == XG2_ERR_NOMEM) {
-        free(p1);
-        return;
-    }
-    if (rc != XG2_OK) FIND("the printed grammar does not parse (%d):\n%s", rc, p1);
-    char *p2 = malloc(len + 1);
-    if (p2 && xg2_grammar_print(g2, p2, len, &len2) == XG2_OK && (len2 != len || memcmp(p1, p2, len) != 0))
-        FIND("print(parse(print(g))) != print(g):\n%s", p1);
-    free(p2);
+    size_t len1 = 0, len2 = 0, len3 = 0;
+    char *p1 = print_text(g, &len1), *p2 = NULL, *p3 = NULL;
+    xg2_grammar *g2 = NULL, *g3 = NULL;
+    if (!p1 || !parse_print(p1, len1, &g2)) goto out;
+    if (!(p2 = print_text(g2, &len2))) goto out;
+    if (len2 == len1 && memcmp(p1, p2, len1) == 0) goto out;
+    if (!parse_print(p2, len2, &g3) || !(p3 = print_text(g3, &len3))) goto out;
+    if (len3 != len2 || memcmp(p2, p3, len2) != 0)
+        FIND("printing is not stable by the second round:\n%s\n-- then --\n%s", p1, p2);
+out:
+    xg2_grammar_free(g3);
     xg2_grammar_free(g2);
+    free(p3);
+    free(p2);
     free(p1);
 }
 
