@@ -546,43 +546,19 @@ static int cmp_u64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Hash of a rule's own automaton: states in canonical order, finals, loop
- * tags and bounds, byte ranges with targets, rule edges without their targets'
- * identity (those come in by refinement), lookahead automaton, repetition
- * bounds.  Two seeds give 128 bits. */
-/* Both 64-bit halves of a rule's own key in one pass over its states (the
- * byte loop dominates compile time on grammars with many states). */
-static void rule_h0(const xg2_grammar *g, uint32_t r, const xg2_dfa *d, uint64_t out[2]) {
+/* The rule-level part of a rule's key: kind, budgets, lookahead automaton. */
+static void rule_header(const xg2_grammar *g, uint32_t r, uint64_t h[2]) {
     const xg2_rule *rt = &g->rules[r];
-    uint64_t h[2] = {0x243f6a8885a308d3ull, 0x13198a2e03707344ull};
+    h[0] = 0x243f6a8885a308d3ull;
+    h[1] = 0x13198a2e03707344ull;
 #define MIX2(v) do { uint64_t v_ = (v); h[0] = xg2__mix64(h[0], v_); h[1] = xg2__mix64(h[1], v_); } while (0)
     MIX2(rt->kind);
     if (rt->kind == RK_REPEAT) {
         MIX2((uint64_t)(uint32_t)rt->min << 32 | (uint32_t)rt->max);
-        out[0] = h[0];
-        out[1] = h[1];
         return;
     }
     if (rt->max_tokens >= 0 || rt->max_chars >= 0) /* (masks of items calling it depend on its budget) */
         MIX2((uint64_t)(uint32_t)rt->max_tokens << 32 | (uint32_t)rt->max_chars);
-    MIX2(rt->n_states);
-    for (uint32_t i = 0; i < rt->n_states; i++) {
-        uint32_t s = rt->start + i;
-        const xg2_state *st = &g->states[s];
-        MIX2((uint64_t)(st->flags & (SF_FINAL | SF_BYTES | SF_REFS | SF_TOKEN)) << 32 | st->ref_n);
-        if (st->loop) {
-            const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
-            MIX2((uint64_t)(st->loop & 1) << 63 | (uint64_t)(uint32_t)l->min << 32 | (uint32_t)l->max);
-            for (int w = 0; w < 4; w++) MIX2(l->first.w[w]);
-            if (l->rest_checked) MIX2((uint64_t)g->rest[2 * (size_t)s] << 32 | g->rest[2 * (size_t)s + 1]);
-        }
-        /* maximal byte runs with one target (the DFA's ranges are merged so):
-         * independent of how classes are cut */
-        for (uint32_t j = d->boff[i]; j < d->boff[i + 1]; j++)
-            MIX2((uint64_t)d->br[j].lo << 40 | (uint64_t)d->br[j].hi << 32 | d->br[j].to);
-        const xg2_ref *e = g->refs_tab + st->ref_off;
-        for (uint32_t j = 0; j < st->ref_n; j++) MIX2(e[j].to - rt->start);
-    }
     if (rt->lookahead >= 0) {
         uint32_t base = g->la_start[rt->lookahead];
         uint32_t end = (uint32_t)rt->lookahead + 1 < g->n_la ? g->la_start[rt->lookahead + 1] : g->n_la_states;
@@ -592,6 +568,46 @@ static void rule_h0(const xg2_grammar *g, uint32_t r, const xg2_dfa *d, uint64_t
         }
     }
 #undef MIX2
+}
+
+/* What a state is by itself: flags, loop (bounds, first bytes, Length rest)
+ * and the number of its rule edges; its edges' labels and targets are mixed
+ * in by the callers (targets as rule-local ids or as their own keys). */
+static void state_local(const xg2_grammar *g, uint32_t s, uint64_t h[2]) {
+    const xg2_state *st = &g->states[s];
+#define MIX2(v) do { uint64_t v_ = (v); h[0] = xg2__mix64(h[0], v_); h[1] = xg2__mix64(h[1], v_); } while (0)
+    MIX2((uint64_t)(st->flags & (SF_FINAL | SF_BYTES | SF_REFS | SF_TOKEN)) << 32 | st->ref_n);
+    if (st->loop) {
+        const xg2_loop *l = &g->loops[(st->loop >> 1) - 1];
+        MIX2((uint64_t)(st->loop & 1) << 63 | (uint64_t)(uint32_t)l->min << 32 | (uint32_t)l->max);
+        for (int w = 0; w < 4; w++) MIX2(l->first.w[w]);
+        if (l->rest_checked) MIX2((uint64_t)g->rest[2 * (size_t)s] << 32 | g->rest[2 * (size_t)s + 1]);
+    }
+#undef MIX2
+}
+
+/* Hash of a rule's own automaton: states in canonical order, byte ranges with
+ * targets, rule edges without their targets' identity (those come in by
+ * refinement).  Two seeds give 128 bits. */
+static void rule_h0(const xg2_grammar *g, uint32_t r, const xg2_dfa *d, uint64_t out[2]) {
+    const xg2_rule *rt = &g->rules[r];
+    uint64_t h[2];
+    rule_header(g, r, h);
+    if (rt->kind != RK_REPEAT) {
+#define MIX2(v) do { uint64_t v_ = (v); h[0] = xg2__mix64(h[0], v_); h[1] = xg2__mix64(h[1], v_); } while (0)
+        MIX2(rt->n_states);
+        for (uint32_t i = 0; i < rt->n_states; i++) {
+            uint32_t s = rt->start + i;
+            state_local(g, s, h);
+            /* maximal byte runs with one target (the DFA's ranges are merged so):
+             * independent of how classes are cut */
+            for (uint32_t j = d->boff[i]; j < d->boff[i + 1]; j++)
+                MIX2((uint64_t)d->br[j].lo << 40 | (uint64_t)d->br[j].hi << 32 | d->br[j].to);
+            const xg2_ref *e = g->refs_tab + g->states[s].ref_off;
+            for (uint32_t j = 0; j < g->states[s].ref_n; j++) MIX2(e[j].to - rt->start);
+        }
+#undef MIX2
+    }
     out[0] = h[0];
     out[1] = h[1];
 }
@@ -606,6 +622,143 @@ static void with_follow(const uint64_t h[2], const xg2_byteset *follow, uint64_t
     }
 }
 
+/* ---- residual keys ----
+ * A state's masks depend only on what can come after it: the part of its
+ * rule's automaton it reaches (the rules it calls by their keys), the rule's
+ * header and its FOLLOW set.  So a state is keyed by that suffix, and states
+ * with equal suffixes in different rules share masks -- the `</function>` that
+ * ends a tool call in every request's tag group, or a tool name's last bytes
+ * once the name is the only one left.  Keys are built from the sinks up over
+ * the strongly connected components (Tarjan's, iterative): a state outside
+ * cycles, or whose only cycle is a loop on itself, is keyed by itself and its
+ * targets' keys; the states of larger cycles keep the rule-wide key (the rule
+ * key with the state's index), which is exact but shared only by equal rules.
+ * (Used for the rules a TagDispatch calls: see compute_skeys.) */
+typedef struct {
+    uint32_t *index, *low, *stack, *cs_state, *cs_edge;
+    uint8_t *on;
+    uint64_t (*res)[2];
+    uint32_t cap;
+} scc_work;
+
+static void scc_work_free(scc_work *w) {
+    xg2__free(w->index);
+    xg2__free(w->low);
+    xg2__free(w->stack);
+    xg2__free(w->cs_state);
+    xg2__free(w->cs_edge);
+    xg2__free(w->on);
+    xg2__free(w->res);
+    memset(w, 0, sizeof *w);
+}
+
+static int scc_work_reserve(scc_work *w, uint32_t n) {
+    if (n <= w->cap) return XG2_OK;
+    scc_work_free(w);
+    w->index = xg2__malloc(sizeof(uint32_t) * n);
+    w->low = xg2__malloc(sizeof(uint32_t) * n);
+    w->stack = xg2__malloc(sizeof(uint32_t) * n);
+    w->cs_state = xg2__malloc(sizeof(uint32_t) * n);
+    w->cs_edge = xg2__malloc(sizeof(uint32_t) * n);
+    w->on = xg2__malloc(n);
+    w->res = xg2__malloc(sizeof *w->res * n);
+    if (!w->index || !w->low || !w->stack || !w->cs_state || !w->cs_edge || !w->on || !w->res) {
+        scc_work_free(w);
+        return XG2_NOMEM();
+    }
+    w->cap = n;
+    return XG2_OK;
+}
+
+#define RES_SELF 0x73656c666c6f6f70ull /* a target that is the state itself */
+
+/* The key of local state v (a component of its own) from its targets' keys. */
+static void residual_of(const xg2_grammar *g, uint32_t r, const xg2_dfa *d, const uint64_t (*h)[2],
+                        const uint64_t head[2], scc_work *w, uint32_t v) {
+    const xg2_rule *rt = &g->rules[r];
+    const xg2_state *st = &g->states[rt->start + v];
+    uint64_t k[2] = {head[0], head[1]};
+    state_local(g, rt->start + v, k);
+    for (uint32_t j = d->boff[v]; j < d->boff[v + 1]; j++) {
+        uint32_t to = d->br[j].to;
+        const xg2_state *tt = &g->states[rt->start + to];
+        uint64_t label = (uint64_t)d->br[j].lo << 40 | (uint64_t)d->br[j].hi << 32 |
+                         (uint64_t)(st->loop && (st->loop >> 1) == (tt->loop >> 1));
+        k[0] = xg2__mix64(xg2__mix64(k[0], label), to == v ? RES_SELF : w->res[to][0]);
+        k[1] = xg2__mix64(xg2__mix64(k[1], label), to == v ? RES_SELF : w->res[to][1]);
+    }
+    const xg2_ref *e = g->refs_tab + st->ref_off;
+    for (uint32_t j = 0; j < st->ref_n; j++) {
+        uint32_t to = e[j].to - rt->start;
+        k[0] = xg2__mix64(xg2__mix64(k[0], h[e[j].rule][0]), to == v ? RES_SELF : w->res[to][0]);
+        k[1] = xg2__mix64(xg2__mix64(k[1], h[e[j].rule][1]), to == v ? RES_SELF : w->res[to][1]);
+    }
+    w->res[v][0] = k[0];
+    w->res[v][1] = k[1];
+}
+
+/* Local state v's k-th edge target (byte edges first, then rule edges). */
+static inline uint32_t edge_target(const xg2_grammar *g, const xg2_rule *rt, const xg2_dfa *d, uint32_t v, uint32_t k) {
+    uint32_t nb = d->boff[v + 1] - d->boff[v];
+    if (k < nb) return d->br[d->boff[v] + k].to;
+    return g->refs_tab[g->states[rt->start + v].ref_off + (k - nb)].to - rt->start;
+}
+
+/* Residual keys of rule r's states into g->skey (`key`: the rule-wide key). */
+static int residual_keys(xg2_grammar *g, uint32_t r, const xg2_dfa *d, const uint64_t (*h)[2], const uint64_t key[2],
+                         scc_work *w) {
+    const xg2_rule *rt = &g->rules[r];
+    uint32_t n = rt->n_states, next = 0, sp = 0, csp = 0;
+    int rc = scc_work_reserve(w, n);
+    if (rc) return rc;
+    uint64_t head[2], tagged[2];
+    rule_header(g, r, head);
+    head[0] = xg2__mix64(head[0], 0x7265736964756531ull); /* (apart from rule-wide keys) */
+    head[1] = xg2__mix64(head[1], 0x7265736964756532ull);
+    with_follow(head, &g->follow[r], tagged);
+    for (uint32_t i = 0; i < n; i++) w->index[i] = UINT32_MAX;
+    for (uint32_t root = 0; root < n; root++) {
+        if (w->index[root] != UINT32_MAX) continue;
+        w->index[root] = w->low[root] = next++;
+        w->stack[sp++] = root;
+        w->on[root] = 1;
+        w->cs_state[csp] = root;
+        w->cs_edge[csp++] = 0;
+        while (csp) {
+            uint32_t v = w->cs_state[csp - 1], k = w->cs_edge[csp - 1];
+            if (k < (d->boff[v + 1] - d->boff[v]) + g->states[rt->start + v].ref_n) {
+                w->cs_edge[csp - 1]++;
+                uint32_t u = edge_target(g, rt, d, v, k);
+                if (w->index[u] == UINT32_MAX) {
+                    w->index[u] = w->low[u] = next++;
+                    w->stack[sp++] = u;
+                    w->on[u] = 1;
+                    w->cs_state[csp] = u;
+                    w->cs_edge[csp++] = 0;
+                } else if (w->on[u] && w->index[u] < w->low[v]) {
+                    w->low[v] = w->index[u];
+                }
+                continue;
+            }
+            csp--;
+            if (csp && w->low[v] < w->low[w->cs_state[csp - 1]]) w->low[w->cs_state[csp - 1]] = w->low[v];
+            if (w->low[v] != w->index[v]) continue;
+            uint32_t top = sp;
+            do w->on[w->stack[--sp]] = 0; while (w->stack[sp] != v);
+            if (top - sp == 1) {
+                residual_of(g, r, d, h, tagged, w, v);
+            } else {
+                for (uint32_t j = sp; j < top; j++) {
+                    w->res[w->stack[j]][0] = xg2__mix64(key[0], w->stack[j]);
+                    w->res[w->stack[j]][1] = xg2__mix64(key[1], w->stack[j]);
+                }
+            }
+        }
+    }
+    memcpy(g->skey + rt->start, w->res, sizeof *w->res * n);
+    return XG2_OK;
+}
+
 /* Rule keys refined until stable: h_{i+1}(r) = mix(h0(r), h_i of the rules r
  * references, in edge order) -- equal keys after the last round mean equal
  * languages of the whole reference structure, cycles included. */
@@ -615,6 +768,8 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
     uint64_t (*h)[2] = xg2__malloc(sizeof *h * (nr ? nr : 1));
     uint64_t (*hn)[2] = xg2__malloc(sizeof *hn * (nr ? nr : 1));
     uint64_t *sorted = xg2__malloc(sizeof(uint64_t) * (nr ? nr : 1));
+    scc_work scc = {0};
+    uint8_t *tag_rule = NULL;
     g->skey = xg2__malloc(sizeof *g->skey * (g->n_states ? g->n_states : 1));
     int rc = XG2_OK;
     if (!h0 || !h || !hn || !sorted || !g->skey) { rc = XG2_NOMEM(); goto out; }
@@ -652,11 +807,29 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
         classes = distinct;
         if (round >= 64) break; /* deep reference chains: 64 levels of context is plenty */
     }
+    /* Residual keys (see above) for the rules a TagDispatch calls: the tags,
+     * whose suffixes recur across requests with other tool sets (elsewhere a
+     * suffix rarely goes without the rest of its rule, and they cost a second
+     * pass over the automaton at every compile). */
+    tag_rule = xg2__calloc(nr ? nr : 1, 1);
+    if (!tag_rule) { rc = XG2_NOMEM(); goto out; }
     for (uint32_t r = 0; r < nr; r++) {
+        const xg2_rule *rt = &g->rules[r];
+        if (!rt->dispatch || rt->start == XG2_NONE) continue;
+        for (uint32_t i = 0; i < rt->n_states; i++) {
+            const xg2_state *st = &g->states[rt->start + i];
+            for (uint32_t j = 0; j < st->ref_n; j++) tag_rule[g->refs_tab[st->ref_off + j].rule] = 1;
+        }
+    }
+    for (uint32_t r = 0; r < nr && !rc; r++) {
         const xg2_rule *rt = &g->rules[r];
         if (rt->start == XG2_NONE) continue;
         uint64_t key[2], own[2];
         with_follow(h[r], &g->follow[r], key);
+        if (tag_rule[r] && !rt->dispatch && rt->kind != RK_REPEAT) {
+            rc = residual_keys(g, r, &dfa[r], (const uint64_t(*)[2])h, key, &scc);
+            continue;
+        }
         /* A TagDispatch's free-text states (no rule edges) are keyed by the
          * dispatch's own automaton alone (h0, tagged apart): their walks stop
          * where a tag begins (maskcache.c), so grammars with other tags share them. */
@@ -671,6 +844,8 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
         }
     }
 out:
+    scc_work_free(&scc);
+    xg2__free(tag_rule);
     xg2__free(h0);
     xg2__free(h);
     xg2__free(hn);

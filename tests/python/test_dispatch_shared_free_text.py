@@ -59,3 +59,52 @@ def test_a_token_that_crosses_the_trigger_is_checked_against_the_tags(deepseek):
         for n in ("div", "td", "tr"):
             assert bool(bits[deepseek.encode("<" + n)[0]]) == (n in names), n
     assert np.count_nonzero(bits) > 1000  # free text: most of the vocabulary
+
+
+def _tools_tag(names):
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    tags = [{"type": "tag", "begin": f"<function={n}>", "content": {"type": "json_schema", "json_schema": schema},
+             "end": "</function>"} for n in names]
+    return {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<function="], "tags": tags}}
+
+
+def test_a_tags_suffix_is_shared_by_requests_with_other_tag_sets(deepseek):
+    """A tag's states are keyed by what can follow them (grammar.c, residual keys):
+    the end of a call (`</function>`) and a name's last bytes once no other name
+    shares them have one mask across requests whose tool sets differ -- and it
+    stays exact in each."""
+    compiler = xgr.GrammarCompiler(deepseek.info)
+    points = ("Calling <function=alp", 'Calling <function=alpha>{"x": 12}</func')
+    misses = []
+    for names in (["alpha", "beta"], ["gamma", "alpha", "delta"]):
+        m = xgr.GrammarMatcher(compiler.compile_structural_tag(json.dumps(_tools_tag(names))))
+        done, got = "", []
+        for point in points:
+            assert m.accept_string(point[len(done):])
+            done = point
+            before = compiler.get_mask_cache_stats()["misses"]
+            _check_every_token(deepseek, m)
+            got.append(compiler.get_mask_cache_stats()["misses"] - before)
+        assert m.accept_string("tion>") and m.accept_token(deepseek.stop_id) and m.is_terminated()
+        misses.append(got)
+    assert all(misses[0]), misses  # the first request computes them ...
+    assert misses[1] == [0, 0], misses  # ... the second finds them
+
+
+def test_tag_suffixes_keep_the_tags_apart(deepseek):
+    """Equal suffixes only: a name left with other names ahead ("al" before both
+    "alpha" and "algol") or another end string is not taken for the first request's."""
+    compiler = xgr.GrammarCompiler(deepseek.info)
+    m1 = xgr.GrammarMatcher(compiler.compile_structural_tag(json.dumps(_tools_tag(["alpha"]))))
+    assert m1.accept_string("<function=al")
+    _check_every_token(deepseek, m1)
+    tag = _tools_tag(["alpha", "algol"])
+    tag["format"]["tags"][1]["end"] = "</fn>"
+    m2 = xgr.GrammarMatcher(compiler.compile_structural_tag(json.dumps(tag)))
+    assert m2.accept_string("<function=al")
+    bits = _check_every_token(deepseek, m2)
+    assert bits[deepseek.encode("g")[0]] and bits[deepseek.encode("p")[0]]
+    assert m2.accept_string('gol>{"x": 1}</')
+    _check_every_token(deepseek, m2)
+    assert m2.fork().accept_string("fn>")
+    assert not m2.fork().accept_string("function>")
