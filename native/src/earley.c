@@ -582,6 +582,19 @@ int xg2__parser_can_end(const xg2_parser *p) {
     return 0;
 }
 
+int xg2__parser_lone_scanner(const xg2_parser *p, xg2_item *out) {
+    const xg2_grammar *g = p->g;
+    uint32_t k = p->ns - 1, n = 0;
+    for (uint32_t i = p->set_start.a[k]; i < p->set_start.a[k + 1]; i++) {
+        uint8_t f = g->states[p->items.a[i].state].flags;
+        if (f & SF_TOKEN) return 0;
+        if (!(f & SF_BYTES)) continue;
+        if (n++) return 0;
+        *out = p->items.a[i];
+    }
+    return n == 1;
+}
+
 void xg2__parser_next_bytes(const xg2_parser *p, xg2_byteset *out) {
     const xg2_grammar *g = p->g;
     memset(out, 0, sizeof *out);

@@ -123,6 +123,10 @@ XG2_HIDDEN int xg2__parser_budget_near(const xg2_parser *p, uint32_t max_len);
 XG2_HIDDEN int xg2__parser_can_end(const xg2_parser *p);
 
 /* Bytes some live item has an edge on (a superset of the acceptable ones). */
+/* The one item of the current set that can take a byte, if exactly one can
+ * (the others only wait on rules; none takes a whole token): 1 and the item,
+ * else 0.  (mask.c's resolve steps such an item's automaton itself.) */
+XG2_HIDDEN int xg2__parser_lone_scanner(const xg2_parser *p, xg2_item *out);
 XG2_HIDDEN void xg2__parser_next_bytes(const xg2_parser *p, xg2_byteset *out);
 
 #endif

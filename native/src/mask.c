@@ -45,14 +45,49 @@ int xg2__mask_walk(xg2_parser *p, const xg2_vocab *v, uint32_t *row) {
     return XG2_OK;
 }
 
+/* A plain state for resolve's own steps: bytes only (no calls, counters or
+ * token edges) and outside counted loops. */
+static inline int plain_state(const xg2_state *st) {
+    return !(st->flags & (SF_REFS | SF_REPEAT | SF_TOKEN)) && !st->loop;
+}
+
+/* Bytes b[from .. len) of a token stepped in the automaton of the parser's lone
+ * scanning item, from its plain state q: 1 all taken (a parse of the token),
+ * 0 refused at b[*dead] with no other parse possible (no end of q's rule on the
+ * way that FOLLOW lets a byte after), -1 undecided (the parser pushes them),
+ * -2 out of work. */
+static int lone_verdict(xg2_parser *p, uint32_t q, const uint8_t *b, uint32_t from, uint32_t len, uint32_t *dead) {
+    const xg2_grammar *g = p->g;
+    const xg2_byteset *follow = &g->follow[g->states[q].rule];
+    int other = 0; /* the rule may have ended before a byte its callers can take */
+    for (uint32_t i = from; i < len; i++) {
+        if (--p->work_left < 0) return -2;
+        if ((g->states[q].flags & SF_FINAL) && byteset_has(follow, b[i])) other = 1;
+        uint32_t t = xg2__step(g, q, b[i]);
+        if (t == XG2_NONE) {
+            if (other) return -1;
+            *dead = i;
+            return 0;
+        }
+        if (!plain_state(&g->states[t])) return -1;
+        q = t;
+    }
+    return 1;
+}
+
 /* Check tokens (byte order) against the live parser; set the accepted ones.
  * Where many pushes at one depth fail (the tokens that run from free text into
  * a tag: a byte per tool name's first letter), the bytes the parser's items
- * can take there (a superset) are read once and the others refused unpushed. */
+ * can take there (a superset) are read once and the others refused unpushed.
+ * Where a single item can take the next byte, in a plain state (back in a
+ * TagDispatch's free text after a tag's last byte), tokens are stepped in its
+ * automaton without pushes while that decides them (lone_verdict). */
 #define RESOLVE_FAILS_BEFORE_NEXT 8
 static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint32_t n, uint32_t *row) {
+    const xg2_grammar *g = p->g;
     uint32_t depth = 0, dead_at = UINT32_MAX, prev_len = 0;
     uint32_t next_depth = UINT32_MAX, fails_depth = UINT32_MAX, fails = 0; /* (valid while that depth's prefix is) */
+    uint32_t lone_depth = UINT32_MAX, lone_state = XG2_NONE; /* lone_state: XG2_NONE if no lone plain item there */
     xg2_byteset next;
     const uint8_t *prev = NULL;
     int rc = XG2_OK;
@@ -70,8 +105,23 @@ static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint3
         }
         if (next_depth > lcp) next_depth = UINT32_MAX; /* (the prefix they were read at changed) */
         if (fails_depth > lcp) fails_depth = UINT32_MAX;
+        if (lone_depth > lcp) lone_depth = UINT32_MAX;
         dead_at = UINT32_MAX;
+        int taken = 0;
         for (uint32_t i = depth; i < len; i++) {
+            if (lone_depth != i && !g->has_budgets) {
+                xg2_item it;
+                lone_depth = i;
+                lone_state = xg2__parser_lone_scanner(p, &it) && !it.count && !it.guard &&
+                                     plain_state(&g->states[it.state]) ? it.state : XG2_NONE;
+            }
+            if (lone_depth == i && lone_state != XG2_NONE) {
+                uint32_t dead = 0;
+                int verdict = lone_verdict(p, lone_state, b, i, len, &dead);
+                if (verdict == -2) { rc = xg2__work_fail(); goto out; }
+                if (verdict == 1) { taken = 1; break; }
+                if (verdict == 0) { dead_at = dead; break; }
+            }
             if (i == next_depth && !byteset_has(&next, b[i])) { dead_at = i; break; }
             int r = xg2__parser_push(p, b[i]);
             if (r < 0) { rc = -r; goto out; }
@@ -86,7 +136,7 @@ static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint3
             }
             depth++;
         }
-        if (dead_at == UINT32_MAX) row[t >> 5] |= 1u << (t & 31);
+        if (taken || dead_at == UINT32_MAX) row[t >> 5] |= 1u << (t & 31);
         prev = b;
         prev_len = len;
     }

@@ -108,3 +108,19 @@ def test_tag_suffixes_keep_the_tags_apart(deepseek):
     _check_every_token(deepseek, m2)
     assert m2.fork().accept_string("fn>")
     assert not m2.fork().accept_string("function>")
+
+
+def test_tokens_that_run_out_of_a_tag_into_free_text(deepseek):
+    """At a tag's last byte, the tokens that go on into the free text (">\\n",
+    ">.") are decided by stepping the free text's automaton once the tag has
+    ended (mask.c, lone_verdict): each bit against a fork, and some of them
+    accepted."""
+    compiler = xgr.GrammarCompiler(deepseek.info)
+    m = xgr.GrammarMatcher(compiler.compile_structural_tag(json.dumps(_tools_tag(["alpha", "beta"]))))
+    assert m.accept_string('Sure. <function=beta>{"x": 3}</function')
+    bits = _check_every_token(deepseek, m)
+    onward = [t for t, b in enumerate(deepseek.token_bytes) if b and b.startswith(b">") and len(b) > 1 and bits[t]]
+    assert len(onward) > 10, len(onward)
+    # and a trigger inside such a token is the tag's start again
+    assert m.accept_string(">\n<function=al")
+    _check_every_token(deepseek, m)
