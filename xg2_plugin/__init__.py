@@ -67,6 +67,7 @@ _STRUCTURAL_TAG_NAMES = {
     "StructuralTag": "structural_tag",
     "StructuralTagItem": "structural_tag",
     "get_model_structural_tag": "structural_tag.model_formats",
+    "get_builtin_structural_tag": "structural_tag.model_formats",
     "register_model_structural_tag": "structural_tag.model_formats",
 }
 
@@ -107,6 +108,7 @@ __all__ = [
     "StructuralTagItem",
     "structural_tag",
     "get_model_structural_tag",
+    "get_builtin_structural_tag",
     "register_model_structural_tag",
     "exception",
     "testing",

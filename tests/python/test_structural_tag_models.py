@@ -315,3 +315,12 @@ def test_family_calls_in_our_core(model):
     for text, expected in _cases(model, "auto"):
         text = _think(model, "enabled") + "Calling. " * (model not in ("harmony", "kimi_k3")) + text
         assert ours_accepts(st, text) == expected, text
+
+
+def test_the_builtin_name_is_the_same_function():
+    """XGrammar 0.2.8 exports get_model_structural_tag also as get_builtin_structural_tag."""
+    import xg2_plugin as xgr
+
+    assert xgr.get_builtin_structural_tag is xgr.get_model_structural_tag
+    tag = xgr.get_builtin_structural_tag("llama", TOOLS, tool_choice="required")
+    assert tag.model_dump() == get_model_structural_tag("llama", TOOLS, tool_choice="required").model_dump()

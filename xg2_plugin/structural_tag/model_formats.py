@@ -191,6 +191,10 @@ def get_model_structural_tag(
     return fn(funcs, builtins, mode, reasoning, **kwargs)
 
 
+# XGrammar 0.2.8 exports the same function under both names.
+get_builtin_structural_tag = get_model_structural_tag
+
+
 def _answer_format(rf) -> JSONSchemaFormat:
     if not isinstance(rf, dict):
         raise InvalidArgumentError("response_format must be an object")
