@@ -83,11 +83,14 @@ static int lone_verdict(xg2_parser *p, uint32_t q, const uint8_t *b, uint32_t fr
  * TagDispatch's free text after a tag's last byte), tokens are stepped in its
  * automaton without pushes while that decides them (lone_verdict). */
 #define RESOLVE_FAILS_BEFORE_NEXT 8
+#define RESOLVE_LONE_MIN_TOKENS 64
 static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint32_t n, uint32_t *row) {
     const xg2_grammar *g = p->g;
     uint32_t depth = 0, dead_at = UINT32_MAX, prev_len = 0;
     uint32_t next_depth = UINT32_MAX, fails_depth = UINT32_MAX, fails = 0; /* (valid while that depth's prefix is) */
     uint32_t lone_depth = UINT32_MAX, lone_state = XG2_NONE; /* lone_state: XG2_NONE if no lone plain item there */
+    /* (worth looking for only under many tokens: a few cost less pushed than the look) */
+    int lone_worth = n >= RESOLVE_LONE_MIN_TOKENS && !g->has_budgets;
     xg2_byteset next;
     const uint8_t *prev = NULL;
     int rc = XG2_OK;
@@ -109,7 +112,7 @@ static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint3
         dead_at = UINT32_MAX;
         int taken = 0;
         for (uint32_t i = depth; i < len; i++) {
-            if (lone_depth != i && !g->has_budgets) {
+            if (lone_depth != i && lone_worth && i) { /* (at depth 0 the lone item is the kernel's, whose rule ends: undecided) */
                 xg2_item it;
                 lone_depth = i;
                 lone_state = xg2__parser_lone_scanner(p, &it) && !it.count && !it.guard &&
