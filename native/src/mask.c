@@ -110,19 +110,18 @@ static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint3
         if (fails_depth > lcp) fails_depth = UINT32_MAX;
         if (lone_depth > lcp) lone_depth = UINT32_MAX;
         dead_at = UINT32_MAX;
-        int taken = 0;
         for (uint32_t i = depth; i < len; i++) {
             if (lone_depth != i && lone_worth && i) { /* (at depth 0 the lone item is the kernel's, whose rule ends: undecided) */
                 xg2_item it;
                 lone_depth = i;
-                lone_state = xg2__parser_lone_scanner(p, &it) && !it.count && !it.guard &&
-                                     plain_state(&g->states[it.state]) ? it.state : XG2_NONE;
+                lone_state = xg2__parser_lone_scanner(p, &it) && !it.guard && plain_state(&g->states[it.state])
+                                 ? it.state : XG2_NONE; /* (a plain state counts nothing) */
             }
             if (lone_depth == i && lone_state != XG2_NONE) {
                 uint32_t dead = 0;
                 int verdict = lone_verdict(p, lone_state, b, i, len, &dead);
                 if (verdict == -2) { rc = xg2__work_fail(); goto out; }
-                if (verdict == 1) { taken = 1; break; }
+                if (verdict == 1) break; /* (dead_at stays unset: accepted) */
                 if (verdict == 0) { dead_at = dead; break; }
             }
             if (i == next_depth && !byteset_has(&next, b[i])) { dead_at = i; break; }
@@ -139,7 +138,7 @@ static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint3
             }
             depth++;
         }
-        if (taken || dead_at == UINT32_MAX) row[t >> 5] |= 1u << (t & 31);
+        if (dead_at == UINT32_MAX) row[t >> 5] |= 1u << (t & 31);
         prev = b;
         prev_len = len;
     }
