@@ -816,10 +816,9 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
     for (uint32_t r = 0; r < nr; r++) {
         const xg2_rule *rt = &g->rules[r];
         if (!rt->dispatch || rt->start == XG2_NONE) continue;
-        for (uint32_t i = 0; i < rt->n_states; i++) {
-            const xg2_state *st = &g->states[rt->start + i];
-            for (uint32_t j = 0; j < st->ref_n; j++) tag_rule[g->refs_tab[st->ref_off + j].rule] = 1;
-        }
+        const xg2_state *last = &g->states[rt->start + rt->n_states - 1]; /* (its rule edges: one run) */
+        for (uint32_t j = g->states[rt->start].ref_off; j < last->ref_off + last->ref_n; j++)
+            tag_rule[g->refs_tab[j].rule] = 1;
     }
     for (uint32_t r = 0; r < nr && !rc; r++) {
         const xg2_rule *rt = &g->rules[r];
