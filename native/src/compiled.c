@@ -28,12 +28,11 @@ void xg2_compiled_free(xg2_compiled *c) {
     if (!c || XG2_REF_DEC(c) != 0) return;
     xg2_grammar_free((xg2_grammar *)c->g);
     xg2_vocab_free((xg2_vocab *)c->v);
-    xg2__free(c->plain);
     xg2__free(c);
 }
 
 size_t xg2_compiled_memory_bytes(const xg2_compiled *c) {
-    return c ? sizeof *c + c->g->memory_bytes + (c->plain ? sizeof(uint32_t) * c->v->words : 0) : 0;
+    return c ? sizeof *c + c->g->memory_bytes : 0;
 }
 
 /* States in breadth-first order from the root's start (byte edges, the starts

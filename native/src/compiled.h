@@ -11,7 +11,6 @@ struct xg2_compiled {
     int refs;
     const xg2_grammar *g; /* retained */
     const xg2_vocab *v;   /* retained */
-    uint32_t *plain;      /* ExcludeToken grammars: the tokens neither special, padding nor stop (else NULL) */
 };
 
 XG2_HIDDEN void xg2__compiled_retain(const xg2_compiled *c);

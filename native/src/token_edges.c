@@ -96,7 +96,7 @@ int xg2__token_mask_add(const xg2_parser *p, const xg2_compiled *c, uint32_t *ro
         /* every plain token but the ids: add them all, then put the ids' bits back */
         if (vec_reserve(&had, e->n)) { rc = XG2_NOMEM(); break; }
         for (uint32_t j = 0; j < e->n; j++) had.a[j] = (uint8_t)((row[ids[j] >> 5] >> (ids[j] & 31)) & 1);
-        for (uint32_t w = 0; w < v->words; w++) row[w] |= c->plain[w];
+        for (uint32_t w = 0; w < v->words; w++) row[w] |= v->plain[w];
         for (uint32_t j = 0; j < e->n; j++)
             row[ids[j] >> 5] = (row[ids[j] >> 5] & ~(1u << (ids[j] & 31))) | (uint32_t)had.a[j] << (ids[j] & 31);
     }
@@ -120,10 +120,5 @@ int xg2__token_bind(xg2_compiled *c) {
                              "vocabulary's %d tokens", ru->line, ru->col, xg2__ir_name(&g->ir, r),
                              (e->flags & XF_EXCLUDE) ? "ExcludeToken" : "Token", last, v->vocab_size);
     }
-    if (!(g->token_kinds & 2)) return XG2_OK;
-    c->plain = xg2__calloc(v->words, sizeof(uint32_t));
-    if (!c->plain) return XG2_NOMEM();
-    for (int32_t t = 0; t < v->vocab_size; t++)
-        if (!(v->flags[t] & NOT_PLAIN)) c->plain[t >> 5] |= 1u << (t & 31);
     return XG2_OK;
 }

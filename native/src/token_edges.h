@@ -19,7 +19,7 @@ XG2_HIDDEN int xg2__token_edge_items(const xg2_parser *p, const xg2_vocab *v, in
 XG2_HIDDEN int xg2__token_mask_add(const xg2_parser *p, const xg2_compiled *c, uint32_t *row);
 
 /* At binding a grammar to a vocabulary: every token id in range (else
- * XG2_ERR_GRAMMAR naming the rule), and the plain tokens' bitset. */
+ * XG2_ERR_GRAMMAR naming the rule). */
 XG2_HIDDEN int xg2__token_bind(xg2_compiled *c);
 
 #endif

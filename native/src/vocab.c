@@ -277,6 +277,7 @@ static void vocab_destroy(xg2_vocab *v) {
     xg2__free(v->bytes);
     xg2__free(v->off);
     xg2__free(v->flags);
+    xg2__free(v->plain);
     xg2__free(v->stop_ids);
     xg2__free(v->special_ids);
     xg2__trie_free(&v->trie);
@@ -393,9 +394,11 @@ int xg2_vocab_new(int type, const char *data, const uint32_t *offsets, int32_t n
     v->words = (uint32_t)(((int64_t)vocab_size + 31) / 32);
     int32_t *ids = xg2__malloc(sizeof(int32_t) * (size_t)(n_tokens ? n_tokens : 1));
     if (!ids) { rc = XG2_NOMEM(); goto fail; }
+    v->plain = xg2__calloc(v->words ? v->words : 1, sizeof(uint32_t));
+    if (!v->plain) { xg2__free(ids); rc = XG2_NOMEM(); goto fail; }
     uint32_t n = 0;
     for (int32_t i = 0; i < n_tokens; i++)
-        if (!v->flags[i]) ids[n++] = i;
+        if (!v->flags[i]) ids[n++] = i, v->plain[i >> 5] |= 1u << (i & 31);
     for (int k = 0; k < XG2_N_LONG && !rc; k++) { /* (before the full trie takes ids over) */
         int32_t *long_ids = xg2__malloc(sizeof(int32_t) * (n ? n : 1));
         v->longs[k].bits = xg2__calloc(v->words ? v->words : 1, sizeof(uint32_t));

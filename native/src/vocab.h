@@ -112,6 +112,7 @@ struct xg2_vocab {
     xg2_trie trie;       /* every token matchable as bytes */
     uint32_t max_token_len;
     uint32_t words;      /* mask words: ceil(vocab_size / 32) */
+    uint32_t *plain;     /* the tokens neither special, stop nor padding (ExcludeToken's range) */
     xg2_slice slices[XG2_N_SLICES];
     xg2_long_tokens longs[XG2_N_LONG];
     xg2_json_bounded json_bounded;
