@@ -36,7 +36,12 @@ FORMATS = {
     # trigger, begin(name), end
     "llama": ("<function=", lambda n: f"<function={n}>", "</function>"),
     "qwen": ("<tool_call>", lambda n: f'<tool_call>\n{{"name": "{n}", "arguments": ', "}\n</tool_call>"),
+    # gpt-oss: a call on the commentary channel; the markers are special tokens of o200k_harmony
+    "harmony": ("<|channel|>",
+                lambda n: f"<|channel|>commentary to=functions.{n}<|constrain|>json<|message|>", "<|call|>"),
 }
+# formats with a vocabulary of their own (others use --tokenizer)
+HARMONY_VOCAB = "o200k_harmony"
 
 
 def structural_tag(fmt: str, tools: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -79,13 +84,19 @@ class XGrammarAPI:
     """xgrammar and xg2_plugin: the same Python API."""
 
     def __init__(self, module, tok):
+        import o200k_harmony
+
         self.m = module
         if module.__name__ == "xg2_plugin":
             # engine load includes the structural-tag and JSON Schema front-ends, as
             # `import xgrammar` includes xgrammar's (and as xg2's engine adapters load them)
             import xg2_plugin.json_schema  # noqa: F401
             import xg2_plugin.structural_tag  # noqa: F401
-        self.info = module.TokenizerInfo.from_huggingface(tok)
+        if isinstance(tok, o200k_harmony.Vocab):
+            make = o200k_harmony.xg2_info if module.__name__ == "xg2_plugin" else o200k_harmony.xgrammar_info
+            self.info = make(module, tok)
+        else:
+            self.info = module.TokenizerInfo.from_huggingface(tok)
         self.compiler = module.GrammarCompiler(self.info, max_threads=1)
         self.bitmask = module.allocate_token_bitmask(1, self.info.vocab_size)
         self.row = self.bitmask.numpy()[0]
@@ -106,9 +117,11 @@ class LLGuidance:
         import llguidance
         import llguidance.hf
         import numpy as np
+        import o200k_harmony
 
         self.llg = llguidance
-        self.tokenizer = llguidance.hf.from_tokenizer(tok)
+        self.special = isinstance(tok, o200k_harmony.Vocab)  # markers are special tokens
+        self.tokenizer = o200k_harmony.llguidance_tokenizer(tok) if self.special else llguidance.hf.from_tokenizer(tok)
         self.mask = np.zeros((1, (self.tokenizer.vocab_size + 31) // 32), dtype=np.int32)
         self.row = self.mask[0]
         self.ptr, self.nbytes = self.mask.ctypes.data, self.mask.nbytes
@@ -118,7 +131,12 @@ class LLGuidance:
         fmt = tag["format"]
         tags = [self.llg.StructTag(trigger=fmt["triggers"][0], begin=t["begin"], grammar=t["content"]["json_schema"],
                                    end=t["end"]) for t in fmt["tags"]]
-        lark = self.llg.StructTag.to_grammar(tags, assume_special=False)
+        if self.special:
+            import o200k_harmony
+
+            lark = o200k_harmony.llguidance_lark(fmt["triggers"][0], fmt["tags"])
+        else:
+            lark = self.llg.StructTag.to_grammar(tags, assume_special=False)
         grammar = self.llg.grammar_from("lark", lark)
         m = self.llg.LLMatcher(self.tokenizer, grammar, log_level=0)
         if m.is_error():
@@ -158,7 +176,12 @@ def run_cell(engine: str, tokenizer_path: str, reqs: List[Dict[str, Any]], conn)
         torch.set_num_threads(1)
     except Exception:
         pass
-    tok = common.load_hf_tokenizer(tokenizer_path)
+    if tokenizer_path == HARMONY_VOCAB:
+        import o200k_harmony
+
+        tok = o200k_harmony.load()
+    else:
+        tok = common.load_hf_tokenizer(tokenizer_path)
     eng = make_engine(engine, tok)
     compile_ms, token_us, errors = [], [], []
     clock = time.perf_counter
@@ -268,8 +291,9 @@ def main(argv=None) -> int:
                 reqs = requests(pool, fmt_name, n, mode, opts.requests, opts.seed + n)
                 order = engines[cell_no % len(engines):] + engines[:cell_no % len(engines)]
                 cell_no += 1
+                vocab = HARMONY_VOCAB if fmt_name == "harmony" else opts.tokenizer
                 for eng in order:
-                    res = run_isolated(eng, opts.tokenizer, reqs, opts.timeout)
+                    res = run_isolated(eng, vocab, reqs, opts.timeout)
                     s = summarize(res)
                     problems += [f"{eng} {fmt_name} {mode} N={n}: {e}" for e in res["errors"][:5]]
                     rows.append([fmt_name, mode, n, eng, f"{s['compiled']}/{len(reqs)}", fmt(s["compile_first"]),
