@@ -53,3 +53,20 @@ def test_the_tags_name_each_request_s_own_tools():
         assert len(n) == 4 and any(r["text"].count(b) for b in n)  # the call is of one of its tools
     static = tools.requests(pool, "llama", 4, "static", 5, seed=1)
     assert len({tuple(t["begin"] for t in r["tag"]["format"]["tags"]) for r in static}) == 1
+
+
+def test_tools_script_harmony_format_on_the_o200k_harmony_vocabulary(tmp_path):
+    """The Harmony rows: the o200k_harmony vocabulary (bpe-openai), markers as special
+    tokens, every output walked through each engine's masks."""
+    pytest.importorskip("bpe_openai", reason="the o200k vocabulary comes from bpe-openai (a test dependency)")
+    out = tmp_path / "tools.md"
+    assert tools.main(["--engines", ",".join(ENGINES), "--formats", "harmony", "--tools", "3",
+                       "--modes", "dynamic", "--requests", "3", "--timeout", "600", "--out", str(out)]) == 0
+    report = out.read_text()
+    rows = [[c.strip(" |") for c in line.split(" | ")] for line in report.splitlines() if line.startswith("| harmony")]
+    assert sorted(r[3] for r in rows) == sorted(ENGINES), report
+    for cells in rows:
+        assert cells[4] == "3/3" and cells[-1] == "0", report  # compiled, errors
+    reqs = tools.requests([{"name": "f", "parameters": {"type": "object"}, "arguments": {}}], "harmony", 1,
+                          "static", 1, seed=0)
+    assert "<|channel|>commentary to=functions.f<|constrain|>json<|message|>{}<|call|>" in reqs[0]["text"]
