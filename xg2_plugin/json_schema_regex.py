@@ -1132,8 +1132,6 @@ def labelled_product(dfas: Sequence[DFA]) -> Tuple[List[List[Tuple[CS, int]]], L
     and complements of each class, alternatives beside each other, each leave a
     parser item whose mask walks the whole vocabulary."""
     comps = [d.complete() for d in dfas]
-    if len(comps) == 1:
-        return _labelled_one(comps[0])
     start = tuple(0 for _ in comps)
     index = {start: 0}
     todo = [start]  # breadth first: state i is todo[i]
@@ -1141,9 +1139,11 @@ def labelled_product(dfas: Sequence[DFA]) -> Tuple[List[List[Tuple[CS, int]]], L
     labels: List[Tuple[bool, ...]] = []
     for st in todo:
         _budget.check(_WHERE)
-        pieces: List[Tuple[CS, Tuple[int, ...]]] = [(ALL, ())]
-        for k, q in enumerate(st):
-            pieces = [(cs, tg + (t,)) for cs1, tg in pieces for cs2, t in comps[k].trans[q]
+        # (the first DFA's row as it is: intersecting it with every character was a
+        # third of a one-pattern key automaton's front-end)
+        pieces: List[Tuple[CS, Tuple[int, ...]]] = [(cs, (t,)) for cs, t in comps[0].trans[st[0]] if cs]
+        for k in range(1, len(st)):
+            pieces = [(cs, tg + (t,)) for cs1, tg in pieces for cs2, t in comps[k].trans[st[k]]
                       for cs in (cs_inter(cs1, cs2),) if cs]
         merged: Dict[int, List[Tuple[int, int]]] = {}
         for cs, tg in pieces:
@@ -1155,31 +1155,6 @@ def labelled_product(dfas: Sequence[DFA]) -> Tuple[List[List[Tuple[CS, int]]], L
             merged.setdefault(index[tg], []).extend(cs)
         trans.append([(cs_norm(v), t) for t, v in merged.items()])
         labels.append(tuple(comps[k].accept[q] for k, q in enumerate(st)))
-    return trans, labels
-
-
-def _labelled_one(d: DFA) -> Tuple[List[List[Tuple[CS, int]]], List[Tuple[bool, ...]]]:
-    """labelled_product of one completed DFA: its states renumbered breadth first and
-    each row's sets merged by target, as the product would (no intersections: one
-    unanchored key pattern's 33-state product was a third of its schema's front-end)."""
-    index = {0: 0}
-    order = [0]
-    trans: List[List[Tuple[CS, int]]] = []
-    labels: List[Tuple[bool, ...]] = []
-    for q in order:
-        _budget.check(_WHERE)
-        merged: Dict[int, List[Tuple[int, int]]] = {}
-        for cs, t in d.trans[q]:
-            if not cs:
-                continue
-            if t not in index:
-                index[t] = len(index)
-                order.append(t)
-                if len(index) > MAX_DFA_STATES:
-                    raise DFAError("automaton too large")
-            merged.setdefault(index[t], []).extend(cs)
-        trans.append([(cs_norm(v), t) for t, v in merged.items()])
-        labels.append((d.accept[q],))
     return trans, labels
 
 
