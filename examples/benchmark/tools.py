@@ -84,7 +84,7 @@ class XGrammarAPI:
     """xgrammar and xg2_plugin: the same Python API."""
 
     def __init__(self, module, tok):
-        import o200k_harmony
+        import harmony_vocab
 
         self.m = module
         if module.__name__ == "xg2_plugin":
@@ -92,8 +92,8 @@ class XGrammarAPI:
             # `import xgrammar` includes xgrammar's (and as xg2's engine adapters load them)
             import xg2_plugin.json_schema  # noqa: F401
             import xg2_plugin.structural_tag  # noqa: F401
-        if isinstance(tok, o200k_harmony.Vocab):
-            make = o200k_harmony.xg2_info if module.__name__ == "xg2_plugin" else o200k_harmony.xgrammar_info
+        if isinstance(tok, harmony_vocab.Vocab):
+            make = harmony_vocab.xg2_info if module.__name__ == "xg2_plugin" else harmony_vocab.xgrammar_info
             self.info = make(module, tok)
         else:
             self.info = module.TokenizerInfo.from_huggingface(tok)
@@ -117,11 +117,11 @@ class LLGuidance:
         import llguidance
         import llguidance.hf
         import numpy as np
-        import o200k_harmony
+        import harmony_vocab
 
         self.llg = llguidance
-        self.special = isinstance(tok, o200k_harmony.Vocab)  # markers are special tokens
-        self.tokenizer = o200k_harmony.llguidance_tokenizer(tok) if self.special else llguidance.hf.from_tokenizer(tok)
+        self.special = isinstance(tok, harmony_vocab.Vocab)  # markers are special tokens
+        self.tokenizer = harmony_vocab.llguidance_tokenizer(tok) if self.special else llguidance.hf.from_tokenizer(tok)
         self.mask = np.zeros((1, (self.tokenizer.vocab_size + 31) // 32), dtype=np.int32)
         self.row = self.mask[0]
         self.ptr, self.nbytes = self.mask.ctypes.data, self.mask.nbytes
@@ -129,13 +129,13 @@ class LLGuidance:
 
     def compile(self, tag):
         fmt = tag["format"]
-        tags = [self.llg.StructTag(trigger=fmt["triggers"][0], begin=t["begin"], grammar=t["content"]["json_schema"],
-                                   end=t["end"]) for t in fmt["tags"]]
         if self.special:
-            import o200k_harmony
+            import harmony_vocab
 
-            lark = o200k_harmony.llguidance_lark(fmt["triggers"][0], fmt["tags"])
+            lark = harmony_vocab.llguidance_lark(fmt["triggers"][0], fmt["tags"])
         else:
+            tags = [self.llg.StructTag(trigger=fmt["triggers"][0], begin=t["begin"],
+                                       grammar=t["content"]["json_schema"], end=t["end"]) for t in fmt["tags"]]
             lark = self.llg.StructTag.to_grammar(tags, assume_special=False)
         grammar = self.llg.grammar_from("lark", lark)
         m = self.llg.LLMatcher(self.tokenizer, grammar, log_level=0)
@@ -177,9 +177,9 @@ def run_cell(engine: str, tokenizer_path: str, reqs: List[Dict[str, Any]], conn)
     except Exception:
         pass
     if tokenizer_path == HARMONY_VOCAB:
-        import o200k_harmony
+        import harmony_vocab
 
-        tok = o200k_harmony.load()
+        tok = harmony_vocab.load()
     else:
         tok = common.load_hf_tokenizer(tokenizer_path)
     eng = make_engine(engine, tok)
