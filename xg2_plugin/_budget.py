@@ -57,7 +57,13 @@ class _Budget:
         self.next_yield = now + _YIELD_EVERY_S
 
 
-_local = threading.local()
+class _Local(threading.local):
+    # (a class default: getattr with a default on a thread that never set it raised
+    # and formatted an AttributeError at every check)
+    budget: Optional["_Budget"] = None
+
+
+_local = _Local()
 
 
 def _checked_limit(value, what: str, kind) -> None:
@@ -73,7 +79,7 @@ def compile_budget(time_limit_ms: Optional[float], memory_limit_bytes: Optional[
     the tighter of the two."""
     _checked_limit(time_limit_ms, "time_limit_ms", (int, float))
     _checked_limit(memory_limit_bytes, "memory_limit_bytes", int)
-    outer: Optional[_Budget] = getattr(_local, "budget", None)
+    outer: Optional[_Budget] = _local.budget
     budget = _Budget(time_limit_ms, memory_limit_bytes)
     if outer is not None:
         if outer.deadline is not None and (budget.deadline is None or outer.deadline < budget.deadline):
@@ -102,7 +108,7 @@ def _ns(ms: Optional[float]) -> int:
 def check(where: str) -> None:
     """Raise LimitExceededError once this thread's compile time is spent; now and
     then, let other Python threads run.  Cheap enough to call per rule or state."""
-    budget: Optional[_Budget] = getattr(_local, "budget", None)
+    budget: Optional[_Budget] = _local.budget
     if budget is None:
         return
     now = time.monotonic()
@@ -118,7 +124,7 @@ def check(where: str) -> None:
 
 def charge(nbytes: int, where: str) -> None:
     """Count nbytes (an estimate of what the front-end builds) against the memory budget."""
-    budget: Optional[_Budget] = getattr(_local, "budget", None)
+    budget: Optional[_Budget] = _local.budget
     if budget is None or budget.memory_left is None:
         return
     budget.memory_left -= nbytes

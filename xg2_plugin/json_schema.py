@@ -94,6 +94,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urldefrag, urljoin
 
 from ._errors import GrammarError, InvalidArgumentError, XG2Error
+from .grammar import ebnf_string_literal
 from . import _budget
 from ._native import ffi as _ffi, lib as _lib
 from . import json_schema_formats as F
@@ -319,8 +320,6 @@ class _Layout:
 def _lit(text: str) -> str:
     if text == "":
         return '""'
-    from .grammar import ebnf_string_literal
-
     return ebnf_string_literal(text)
 
 

@@ -44,6 +44,7 @@ except ImportError:  # pragma: no cover - Python 3.9/3.10
 
 from . import _budget
 from ._errors import GrammarError
+from .grammar import ebnf_string_literal
 
 CS = Tuple[Tuple[int, int], ...]
 
@@ -316,12 +317,8 @@ def encode_set_canonical(cs: CS) -> Optional[str]:
             inner = "".join("\\\"" if ch == '"' else ch for ch in chars)
             alts.append('"\\\\" [' + inner + "]")
     u = cs_inter(cs, _CANON_U)
-    bmp = cs_inter(u, _BMP)
-    if bmp:
-        alts.append(_u_escapes(bmp))
-    astral = cs_inter(u, ((0x10000, MAX_CP),))
-    if astral:
-        alts.extend(_encode_astral(astral))
+    if u:
+        alts.extend(_escape_alts(u))
     if len(alts) == 1:
         return alts[0]
     return "(" + " | ".join(alts) + ")"
@@ -345,16 +342,23 @@ def encode_set(cs: CS) -> Optional[str]:
         else:
             inner = "".join("\\\"" if ch == '"' else ch for ch in chars)
             alts.append('"\\\\" [' + inner + "]")
-    top = cs[-1][1]
-    bmp = cs if top < 0xD800 else cs_inter(cs, _BMP)
-    if bmp:
-        alts.append(_u_escapes(bmp))
-    astral = cs_inter(cs, ((0x10000, MAX_CP),)) if top >= 0x10000 else ()
-    if astral:
-        alts.extend(_encode_astral(astral))
+    alts.extend(_escape_alts(cs))
     if len(alts) == 1:
         return alts[0]
     return "(" + " | ".join(alts) + ")"
+
+
+def _escape_alts(u: CS) -> List[str]:
+    """The \\uXXXX escapes (pairs past the BMP) of the code points ``u`` (not empty)."""
+    top = u[-1][1]
+    bmp = u if top < 0xD800 else cs_inter(u, _BMP)
+    out = [_u_escapes(bmp)] if bmp else []
+    if top >= 0x10000:
+        astral = cs_inter(u, _ASTRAL)
+        # (every set that ends at the top -- a complement, a negated class -- has the
+        # same pairs: built per set, they were a third of a key pattern's front-end)
+        out.extend(_ALL_PAIRS if astral == _ASTRAL else _encode_astral(astral))
+    return out
 
 
 def _encode_astral(cs: CS) -> List[str]:
@@ -376,9 +380,11 @@ def _encode_astral(cs: CS) -> List[str]:
     return out
 
 
-def _lit(text: str) -> str:
-    from .grammar import ebnf_string_literal
+_ASTRAL: CS = ((0x10000, MAX_CP),)
+_ALL_PAIRS: List[str] = _encode_astral(_ASTRAL)
 
+
+def _lit(text: str) -> str:
     return ebnf_string_literal(text)
 
 
@@ -1145,17 +1151,25 @@ def labelled_product(dfas: Sequence[DFA]) -> Tuple[List[List[Tuple[CS, int]]], L
         for k in range(1, len(st)):
             pieces = [(cs, tg + (t,)) for cs1, tg in pieces for cs2, t in comps[k].trans[st[k]]
                       for cs in (cs_inter(cs1, cs2),) if cs]
-        merged: Dict[int, List[Tuple[int, int]]] = {}
+        merged: Dict[int, List[CS]] = {}
         for cs, tg in pieces:
             if tg not in index:
                 index[tg] = len(index)
                 todo.append(tg)
                 if len(index) > MAX_DFA_STATES:
                     raise DFAError("automaton too large")
-            merged.setdefault(index[tg], []).extend(cs)
-        trans.append([(cs_norm(v), t) for t, v in merged.items()])
+            merged.setdefault(index[tg], []).append(cs)
+        trans.append([(_merge_sets(v), t) for t, v in merged.items()])
         labels.append(tuple(comps[k].accept[q] for k, q in enumerate(st)))
     return trans, labels
+
+
+def _merge_sets(sets: List[CS]) -> CS:
+    """The union of a row's normalised sets that go to one state (most rows have
+    one set a state: itself, with no sort)."""
+    if len(sets) == 1:
+        return sets[0]
+    return cs_norm(tuple(r for cs in sets for r in cs))
 
 
 @lru_cache(maxsize=128)
@@ -1235,7 +1249,7 @@ def _linear_dfa(node) -> Optional[DFA]:
             trans.append([(ALL, index[sink])])
             accept.append(True)
             continue
-        merged: Dict[int, List[Tuple[int, int]]] = {}
+        merged: Dict[int, List[CS]] = {}
         for mask, cs in atom_sets:
             nxt = (cur << 1) & mask | int(head)
             if tail and nxt & top:
@@ -1247,8 +1261,8 @@ def _linear_dfa(node) -> Optional[DFA]:
                 todo.append(nxt)
                 if len(index) > MAX_DFA_STATES:
                     raise DFAError("automaton too large")
-            merged.setdefault(index[nxt], []).extend(cs)
-        trans.append([(cs_norm(v), t) for t, v in merged.items()])
+            merged.setdefault(index[nxt], []).append(cs)
+        trans.append([(_merge_sets(v), t) for t, v in merged.items()])
         accept.append(not tail and bool(cur & top))
     d = DFA(trans, accept, trimmed=True)
     # Minimal already where states differ by the shortest text they still need:
