@@ -1940,6 +1940,8 @@ class _Converter:
         for i, (s, path, skip) in enumerate(parts):
             for pat, sub in (s.get("patternProperties") or {}).items():
                 pats.append((pat, sub, _ptr_join(path, "patternProperties", pat), i))
+                if not isinstance(sub, (dict, bool)):  # (before any key automaton is built)
+                    self.bad("schema", pats[-1][2], "a schema must be an object or a boolean")
         # key language restrictions: propertyNames
         names_dfa = None
         for sub, p, _ in name_parts:

@@ -141,3 +141,16 @@ def test_unanchored_key_pattern_masks_are_cheap(deepseek):
         spent += time.thread_time() - t0
         assert m.accept_token(t)
     assert spent < 0.05, f"{spent * 1e3:.0f} ms of CPU in the fills"
+
+
+def test_pattern_property_whose_value_is_no_schema_fails_before_its_key_automaton():
+    # A find of the json_schema fuzz campaign: two key patterns, one of 208 characters
+    # with runs of ".", whose values are not schemas.  The key automaton (1.3 s) was
+    # built before the values were looked at; now the error comes first, well inside
+    # a budget the automaton alone would overrun.
+    long_pat = "rep" + "\ufffd" * 32 + "=\ufffdclt" + "\ufffd" * 78 + "." * 24 + "#/" + "." * 40 + "\ufffd" * 12 + "0m9]af\ufffd{4ype"
+    schema = {"type": "object", "patternProperties": {long_pat: "integer", "multiplbOf": 1.0}}
+    compiler = xgr.GrammarCompiler(_byte_info(), cache_enabled=False)
+    with pytest.raises(xgr.GrammarError, match="a schema must be an object or a boolean") as e:
+        compiler.compile_json_schema(json.dumps(schema), strict_mode=False, time_limit_ms=150)
+    assert "patternProperties" in str(e.value)
