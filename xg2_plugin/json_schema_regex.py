@@ -356,7 +356,7 @@ def _escape_alts(u: CS) -> List[str]:
     if top >= 0x10000:
         astral = cs_inter(u, _ASTRAL)
         # (every set that ends at the top -- a complement, a negated class -- has the
-        # same pairs: built per set, they were a third of a key pattern's front-end)
+        # same pairs: built per set, an eighth of a key pattern's front-end)
         out.extend(_ALL_PAIRS if astral == _ASTRAL else _encode_astral(astral))
     return out
 
