@@ -420,10 +420,23 @@ static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint3
         build_ref(b, e.a, from, to, self_rule, self_start, tail, depth);
         return;
     case XE_SEQ: {
-        uint32_t s = from;
-        for (uint32_t i = 0; i < e.n && !b->rc; i++) {
+        uint32_t s = from, n = e.n, end = to;
+        if (tail && n >= 2) {
+            /* `x member` in tail position inside a region: x ends at the member's
+             * fragment itself, so that the same x before the same member (a key
+             * automaton's "other character" back to its first state, in every
+             * state) is one expansion, not one per state */
+            const xg2_expr *le = &ir->exprs.a[ir->pool.a[e.a + n - 1]];
+            uint32_t k = le->kind == XE_REF ? region_of(b, le->a) : UINT32_MAX;
+            const region_ctx *x = k != UINT32_MAX && k == region_of(b, self_rule) ? open_ctx(b, k) : NULL;
+            if (x) {
+                end = fragment(b, x, le->a);
+                n--;
+            }
+        }
+        for (uint32_t i = 0; i < n && !b->rc; i++) {
             int last = i + 1 == e.n;
-            uint32_t t = last ? to : new_state(b);
+            uint32_t t = i + 1 == n ? end : new_state(b);
             build(b, ir->pool.a[e.a + i], s, t, self_rule, self_start, tail && last, depth + 1);
             s = t;
         }
