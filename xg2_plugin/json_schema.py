@@ -1809,6 +1809,8 @@ class _Converter:
                 name_parts.append((s["propertyNames"], _ptr_join(path, "propertyNames"), frozenset()))
             if any(k in s for k in ("additionalProperties", "unevaluatedProperties", "patternProperties")):
                 explicit_extra = True
+        if max_p is not None and min_p > max_p:
+            return None  # no object has that many members and that few (the counts below assume lo <= hi)
         for s, path, skip in parts:
             for k in s.get("required") or []:
                 if k not in props:

@@ -985,3 +985,34 @@ def test_many_optional_properties(first_req, extra, counts):
             else:
                 inst["zzz"] = 1
         assert accepts(c, json.dumps(inst)) == validator.is_valid(inst), sorted(inst)
+
+
+_ONE_BYTE = []
+
+
+def _one_byte_compiler():
+    if not _ONE_BYTE:
+        _ONE_BYTE.append(xgr.GrammarCompiler(xgr.TokenizerInfo([bytes([b]) for b in range(256)])))
+    return _ONE_BYTE[0]
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_min_properties_above_max_properties_admits_no_object(strict):
+    # A find of the schema_oracle fuzz campaign: minProperties 2 with maxProperties 1
+    # compiled to "one member", so the oneOf below took {"a b": [...]} by its second
+    # branch; no object satisfies both counts (non-objects still do without "type").
+    schema = {"oneOf": [{"oneOf": [{"type": "null"}, {"type": ["integer", "string"]}]},
+                        {"type": "object", "properties": {"c": {"type": "string", "minLength": 3, "maxLength": 2,
+                                                                "pattern": "\u00e9"}},
+                         "required": [], "minProperties": 2, "maxProperties": 1}]}
+    untyped = {"minProperties": 2, "maxProperties": 1}
+    compiler = _one_byte_compiler()
+    for sch, texts in ((schema, ['{"a b":[null,12,"\u00e9"]}', '{"a":1}', "null", "12", '"x"', "[1]"]),
+                       (untyped, ["{}", '{"a":1}', '{"a":1,"b":2}', "1", '"x"', "[]"])):
+        compiled = compiler.compile_json_schema(json.dumps(sch), strict_mode=strict)
+        for text in texts:
+            m = xgr.GrammarMatcher(compiled)
+            ours = m.accept_string(text) and m.is_completed()
+            assert ours == Draft202012Validator(sch).is_valid(json.loads(text)), (sch, text)
+    with pytest.raises(GrammarError, match="accepts no value"):
+        compiler.compile_json_schema(json.dumps({"type": "object", **untyped}), strict_mode=strict)
