@@ -290,37 +290,31 @@ class _Layout:
             return self.ws
         if self.indent is None:
             return ""
-        return _lit("\n" + " " * (self.indent * (d + 1)))
+        return ebnf_string_literal("\n" + " " * (self.indent * (d + 1)))
 
     def sep(self, d: int) -> str:
         if self._free(d):
             return f'{self.ws} "," {self.ws}'
         if self.indent is None:
-            return _lit(self.item_sep)
-        return _lit(self.item_sep + "\n" + " " * (self.indent * (d + 1)))
+            return ebnf_string_literal(self.item_sep)
+        return ebnf_string_literal(self.item_sep + "\n" + " " * (self.indent * (d + 1)))
 
     def last(self, d: int) -> str:
         if self._free(d):
             return self.ws
         if self.indent is None:
             return ""
-        return _lit("\n" + " " * (self.indent * d))
+        return ebnf_string_literal("\n" + " " * (self.indent * d))
 
     def colon(self, d: int) -> str:
         if self._free(d):
             return f'{self.ws} ":" {self.ws}'
-        return _lit(self.key_sep)
+        return ebnf_string_literal(self.key_sep)
 
     def empty(self, d: int, open_: str, close: str) -> str:
         if self._free(d):
             return f'"{open_}" {self.ws} "{close}"'
         return f'"{open_}{close}"'
-
-
-def _lit(text: str) -> str:
-    if text == "":
-        return '""'
-    return ebnf_string_literal(text)
 
 
 def _seq(*items) -> str:

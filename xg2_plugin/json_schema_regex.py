@@ -307,7 +307,7 @@ def encode_set_canonical(cs: CS) -> Optional[str]:
     raw = cs_inter(cs, _RAW_OK)
     if raw:
         alts.append(class_text(raw) if raw != ((raw[0][0], raw[0][0]),) or raw[0][0] > 0x7E
-                    else _lit(chr(raw[0][0])))
+                    else ebnf_string_literal(chr(raw[0][0])))
     short = sorted(cp for cp in _CANON_SHORT if cs_contains(cs, cp))
     if short:
         chars = [_CANON_SHORT[cp] for cp in short]
@@ -333,7 +333,7 @@ def encode_set(cs: CS) -> Optional[str]:
     raw = cs_inter(cs, _RAW_OK)
     if raw:
         alts.append(class_text(raw) if raw != ((raw[0][0], raw[0][0]),) or raw[0][0] > 0x7E
-                    else _lit(chr(raw[0][0])))
+                    else ebnf_string_literal(chr(raw[0][0])))
     short = sorted(cp for cp in _SHORT if cs_contains(cs, cp))
     if short:
         chars = [_SHORT[cp] for cp in short]
@@ -382,10 +382,6 @@ def _encode_astral(cs: CS) -> List[str]:
 
 _ASTRAL: CS = ((0x10000, MAX_CP),)
 _ALL_PAIRS: List[str] = _encode_astral(_ASTRAL)
-
-
-def _lit(text: str) -> str:
-    return ebnf_string_literal(text)
 
 
 # One character of any JSON string (lone surrogate escapes included): the plain
@@ -438,11 +434,11 @@ def encode_literal(text: str) -> str:
             run.append(ch)  # printable ASCII: json.dumps writes it as is
             continue
         if run:
-            out.append(_lit("".join(run)))
+            out.append(ebnf_string_literal("".join(run)))
             run = []
         out.append(encode_char(ch))
     if run:
-        out.append(_lit("".join(run)))
+        out.append(ebnf_string_literal("".join(run)))
     return " ".join(out)
 
 
