@@ -103,8 +103,9 @@ typedef struct {
     uint32_t *set_q, *set_n, *set_r; /* depth d: set_q[d * XG2_SET_MAX + j], j < set_size[d] */
     uint32_t *set_size;
     uint64_t *set_hash; /* depth d: a hash of its members, in any order */
-    /* The loop set (see set_step): set_loop[d] says the set at depth d is it;
-     * stepping it on a byte of loop_bytes gives it back. */
+    /* The loop set (see set_step): set_loop[d] says the set at depth d is it
+     * (1: its members stored at depth d too; 2: only in loop_q/n/r); stepping
+     * it on a byte of loop_bytes gives it back. */
     uint8_t *set_loop;
     int loop_found;
     xg2_byteset loop_bytes;
@@ -422,35 +423,36 @@ static void mark_loop(walker *w, uint32_t d) {
  * each member's calls anew at every node of every whitespace run. */
 static int set_step(walker *w, uint32_t d, uint8_t c) {
     const xg2_grammar *g = w->g;
-    size_t base = (size_t)(d - 1) * XG2_SET_MAX;
     if (w->set_loop[d - 1] && byteset_has(&w->loop_bytes, c)) {
-        size_t to = (size_t)d * XG2_SET_MAX, n = w->set_size[d - 1];
-        memcpy(w->set_q + to, w->set_q + base, sizeof(uint32_t) * n);
-        memcpy(w->set_n + to, w->set_n + base, sizeof(uint32_t) * n);
-        memcpy(w->set_r + to, w->set_r + base, sizeof(uint32_t) * n);
-        w->set_size[d] = (uint32_t)n;
+        /* the loop set again: its members are read from loop_q/n/r (set_loop 2),
+         * not copied, along a whitespace run */
+        w->set_size[d] = w->set_size[d - 1];
         w->set_hash[d] = w->set_hash[d - 1];
-        w->set_loop[d] = 1;
+        w->set_loop[d] = 2;
         w->comp[d] = w->comp[d - 1];
         return 1;
     }
+    size_t base = (size_t)(d - 1) * XG2_SET_MAX;
+    int kept = w->set_loop[d - 1] == 2; /* (then the loop set is found: the branch below copies nothing) */
+    const uint32_t *pq = kept ? loop_q : w->set_q + base, *pn = kept ? loop_n : w->set_n + base,
+                   *pr = kept ? loop_r : w->set_r + base;
     set_begin(w, d);
     for (uint32_t j = 0; j < w->set_size[d - 1]; j++) {
         uint32_t s, n;
-        if (!item_step(g, w->set_q[base + j], w->set_n[base + j], c, &s, &n)) continue;
-        if (!set_add(w, d, s, n, w->set_r[base + j], XG2_SET_MAX)) return 0;
+        if (!item_step(g, pq[j], pn[j], c, &s, &n)) continue;
+        if (!set_add(w, d, s, n, pr[j], XG2_SET_MAX)) return 0;
     }
     w->comp[d] = set_ends(w, d);
     uint32_t n = w->set_size[d - 1];
     if ((w->set_loop[d - 1] || !w->loop_found) && w->set_hash[d] == w->set_hash[d - 1] &&
-        set_holds(w, d, w->set_q + base, w->set_n + base, w->set_r + base, n)) {
+        set_holds(w, d, pq, pn, pr, n)) {
         if (!w->loop_found) {
             w->loop_found = 1;
             w->loop_size = n;
             w->loop_hash = w->set_hash[d];
-            memcpy(loop_q, w->set_q + base, sizeof(uint32_t) * n);
-            memcpy(loop_n, w->set_n + base, sizeof(uint32_t) * n);
-            memcpy(loop_r, w->set_r + base, sizeof(uint32_t) * n);
+            memcpy(loop_q, pq, sizeof(uint32_t) * n);
+            memcpy(loop_n, pn, sizeof(uint32_t) * n);
+            memcpy(loop_r, pr, sizeof(uint32_t) * n);
             memset(&w->loop_bytes, 0, sizeof w->loop_bytes);
             w->set_loop[d - 1] = 1;
         }
