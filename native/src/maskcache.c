@@ -560,6 +560,64 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
     return i;
 }
 
+/* The walk of a lone item inside a called rule (walker.nest_from; not a
+ * repetition's iterations), node by node, while each step stays inside the
+ * rule's plain states -- a tag's name or a key's text, where the general step
+ * below spends most of its time on modes that do not apply.  The same steps as
+ * the general loop's nest branch; returns the first node that needs that loop:
+ * one above the nesting, a root child (the nesting starts again there), or one
+ * where the parser takes over. */
+static uint32_t nest_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc, i32vec *unc, int *rc) {
+    const xg2_grammar *g = w->g;
+    const xg2_trie_node *nodes = t->nodes;
+    const int32_t *ids = t->ids;
+    const xg2_byteset *rule_follow = &g->follow[w->nest_rule];
+    while (i < t->n_nodes) {
+        const xg2_trie_node *nd = &nodes[i];
+        uint32_t d = nd->depth;
+        if (d - 1 < w->nest_from || d == 1) return i;
+        if (w->in_slices && (w->in_slices[i] & *w->taken)) {
+            i += nd->subtree;
+            continue;
+        }
+        uint8_t c = nd->byte;
+        uint32_t q = w->qs[d - 1], s = XG2_NONE, n = 0;
+        int alive = item_step(g, q, w->cs[d - 1], c, &s, &n);
+        if (ends_rule(g, q, w->cs[d - 1]) && !w->nest_root && byteset_has(rule_follow, c)) return i;
+        if (alive && !xg2__is_pure(g, s) && !xg2__is_pure(g, s = xg2__through_tail_calls(g, s))) return i;
+        if (--w->p->work_left < 0) {
+            *rc = xg2__work_fail();
+            return i;
+        }
+        w->path[d] = c;
+        if (alive) {
+            if (nd->subtree > 1 && !(t->below[i] & ~g->self_groups[s])) {
+                accept_tokens(w->log, acc, ids, nd->tok_begin, nd->tok_end); /* s loops on every byte below */
+                i += nd->subtree;
+                continue;
+            }
+            w->qs[d] = s;
+            w->cs[d] = n;
+            w->comp[d] = (uint8_t)(w->nest_root && ends_rule(g, s, n));
+        }
+        uint8_t cand = w->cand[d - 1] || (d >= w->cand_from && w->comp[d - 1] && byteset_has(w->follow, c));
+        if (alive) {
+            w->cand[d] = cand;
+            accept_tokens(w->log, acc, ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
+            i++;
+        } else {
+            if (cand)
+                for (uint32_t k = nd->tok_begin; k < nd->tok_end; k++)
+                    if (vec_push(unc, ids[k])) {
+                        *rc = XG2_NOMEM();
+                        return i;
+                    }
+            i += nd->subtree;
+        }
+    }
+    return i;
+}
+
 /* Walk trie t from the item's start configuration; OR accepted tokens into
  * acc, append uncertain ones to unc. */
 static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
@@ -591,6 +649,15 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             i = dfa_run(w, t, i, acc, unc, &rc);
             if (rc) return rc;
             if (i >= t->n_nodes) break;
+        }
+        if (w->nest_from != UINT32_MAX && w->nest_rep == XG2_NONE && w->set_from == UINT32_MAX) {
+            int rc = XG2_OK;
+            uint32_t j = nest_run(w, t, i, acc, unc, &rc);
+            if (rc) return rc;
+            if (j != i) { /* (back to the top: the node it stopped at may end the nesting) */
+                i = j;
+                continue;
+            }
         }
         const xg2_trie_node *nd = &nodes[i];
         if (w->in_slices && (w->in_slices[i] & *w->taken)) {
