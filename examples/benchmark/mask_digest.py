@@ -38,18 +38,23 @@ def digest(cases, tok, info, xgr):
             continue
         compiled += 1
         for tokens in speed.encode_instances(tok, c.tests):
-            m = xgr.GrammarMatcher(cg)
-            for t in tokens:
-                m.fill_next_token_bitmask(mask)
-                h.update(mask.numpy().tobytes())
-                fills += 1
-                if not m.accept_token(t):
-                    break
-            else:
-                m.fill_next_token_bitmask(mask)
-                h.update(mask.numpy().tobytes())
-                fills += 1
+            fills += walk(xgr.GrammarMatcher(cg), tokens, mask, h)[0]
     return h.hexdigest(), fills, compiled
+
+
+def walk(m, tokens, mask, h):
+    """Hash the mask before each token and, if every token is accepted, after the
+    last: (masks hashed, whether every token was accepted)."""
+    fills = 0
+    for t in tokens:
+        m.fill_next_token_bitmask(mask)
+        h.update(mask.numpy().tobytes())
+        fills += 1
+        if not m.accept_token(t):
+            return fills, False
+    m.fill_next_token_bitmask(mask)
+    h.update(mask.numpy().tobytes())
+    return fills + 1, True
 
 
 def tool_digest(fmt: str, tokenizer: str, xgr):
@@ -72,17 +77,9 @@ def tool_digest(fmt: str, tokenizer: str, xgr):
     for n, mode in ((5, "dynamic"), (50, "dynamic"), (20, "static")):
         for req in tools.requests(pool, fmt, n, mode, 15, 3):
             m = xgr.GrammarMatcher(comp.compile_structural_tag(json.dumps(req["tag"])))
-            for t in tok.encode(req["text"], add_special_tokens=False):
-                m.fill_next_token_bitmask(mask)
-                h.update(mask.numpy().tobytes())
-                fills += 1
-                if not m.accept_token(t):
-                    break
-            else:
-                calls += 1
-                m.fill_next_token_bitmask(mask)
-                h.update(mask.numpy().tobytes())
-                fills += 1
+            n, whole = walk(m, tok.encode(req["text"], add_special_tokens=False), mask, h)
+            fills += n
+            calls += whole
     return h.hexdigest(), fills, calls
 
 
