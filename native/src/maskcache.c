@@ -126,6 +126,11 @@ typedef struct {
      * it; fan_skip: its refused children add nothing). */
     int fan_known, fan_skip;
     xg2_byteset fan_ok;
+    /* Nested in a callee from the root (walk_from): the root's children worth
+     * walking (nest_ok: the bytes the callee's start steps or hands over on),
+     * when a refused one adds nothing (nest_skip). */
+    int nest_skip;
+    xg2_byteset nest_ok;
 } walker;
 
 #define XG2_SET_MAX 64
@@ -632,6 +637,16 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
                    !(g->states[w->qs[0]].flags & SF_REPEAT);
     if (w->root_skip) step_bytes(g, w->qs[0], &w->root_ok);
     for (int k = 0; k < 4 && w->root_skip && w->first_only; k++) w->root_ok.w[k] &= w->first_only->w[k];
+    /* nested in a plain callee from its (pure) start at every child of the root:
+     * the same jumps, over the bytes the start steps on or ends the callee on */
+    w->nest_skip = w->nest_base != XG2_NONE && w->nest_rep_base == XG2_NONE && !w->cand[0] &&
+                   !(w->cand_from <= 1 && w->comp[0]) && w->qs[0] == g->rules[w->nest_base].start;
+    if (w->nest_skip) {
+        step_bytes(g, w->qs[0], &w->nest_ok);
+        if (ends_rule(g, w->qs[0], w->cs[0]))
+            for (int k = 0; k < 4; k++) w->nest_ok.w[k] |= g->follow[w->nest_base].w[k];
+        for (int k = 0; k < 4 && w->first_only; k++) w->nest_ok.w[k] &= w->first_only->w[k];
+    }
     for (uint32_t i = 1; i < t->n_nodes;) {
         /* A parser, nested walk or set ends where the walk is back above the
          * depth it began at: from there on the nodes are plain DFA steps again,
@@ -667,6 +682,10 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         if (--w->p->work_left < 0) return xg2__work_fail();
         uint32_t d = nd->depth; /* the node's depth; its parent is at d - 1 */
         uint8_t c = nd->byte;
+        if (d == 1 && w->nest_skip && !byteset_has(&w->nest_ok, c)) {
+            i = t->root_next[byteset_next(&w->nest_ok, c + 1u)];
+            continue;
+        }
         w->path[d] = c;
         if (d == 1) w->fan_known = 0;
         if (d == 1 && w->nest_base != XG2_NONE) { /* back at the start: nested again */
