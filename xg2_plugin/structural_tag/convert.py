@@ -58,28 +58,52 @@ def rename_rules(ebnf: str, prefix: str) -> Tuple[Dict[str, str], str]:
 
 # ---- the content-keyed cache of converted pieces (JSON schemas, grammars) ----
 
-_CACHE: "OrderedDict[tuple, Tuple[Dict[str, str], str]]" = OrderedDict()
+_CACHE: "OrderedDict[tuple, Tuple[object, int]]" = OrderedDict()  # key -> (piece, its characters)
 _CACHE_LOCK = threading.Lock()
 _CACHE_ENTRIES = 4096
+# Bounded in characters too (keys and rules' text), process-wide: a hostile schema's grammar
+# can run to megabytes, and 4,096 of them were gigabytes (a structural_tag fuzz campaign).  A
+# piece larger than _PIECE_MAX_CHARS is not kept: the tools that recur across requests are small.
+_CACHE_CHARS = 32 << 20
+_PIECE_MAX_CHARS = 1 << 20
+_cache_chars = 0
+
+
+def _piece_chars(key: tuple, value) -> int:
+    n = sum(len(k) for k in key if isinstance(k, str))
+    if isinstance(value, tuple) and value and isinstance(value[0], dict):
+        n += sum(len(name) + len(body) for name, body in value[0].items())
+    return n + 64
 
 
 def _cached_piece(key: tuple, make):
+    global _cache_chars
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
         if hit is not None:
             _CACHE.move_to_end(key)
-            return hit
+            return hit[0]
     value = make()
+    size = _piece_chars(key, value)
+    if size > _PIECE_MAX_CHARS:
+        return value
     with _CACHE_LOCK:
-        _CACHE[key] = value
-        while len(_CACHE) > _CACHE_ENTRIES:
-            _CACHE.popitem(last=False)
+        old = _CACHE.pop(key, None)
+        if old is not None:
+            _cache_chars -= old[1]
+        _CACHE[key] = (value, size)
+        _cache_chars += size
+        while _CACHE and (len(_CACHE) > _CACHE_ENTRIES or _cache_chars > _CACHE_CHARS):
+            _cache_chars -= _CACHE.popitem(last=False)[1][1]
     return value
 
 
 def piece_cache_info() -> Dict[str, int]:
+    """The process-wide cache of converted pieces: entries and characters held, and
+    its bounds."""
     with _CACHE_LOCK:
-        return {"entries": len(_CACHE)}
+        return {"entries": len(_CACHE), "chars": _cache_chars, "max_entries": _CACHE_ENTRIES,
+                "max_chars": _CACHE_CHARS, "max_piece_chars": _PIECE_MAX_CHARS}
 
 
 def _digest(*parts) -> str:
