@@ -172,6 +172,22 @@ static int ends_rule(const xg2_grammar *g, uint32_t s, uint32_t count) {
     return (g->states[s].flags & SF_FINAL) && xg2__loop_may_end(g, s, count);
 }
 
+/* One byte of a lone item inside a called rule (not a repetition's iterations):
+ * 1 alive at (*s, *n), 0 refused, -1 the parser takes over (the rule may end
+ * here and c may follow it, or the step lands on a state that calls rules). */
+static inline int lone_step(const walker *w, uint32_t q, uint32_t count, uint8_t c, uint32_t *s, uint32_t *n) {
+    const xg2_grammar *g = w->g;
+    if (ends_rule(g, q, count) && !w->nest_root && byteset_has(&g->follow[w->nest_rule], c)) return -1;
+    if (!item_step(g, q, count, c, s, n)) return 0;
+    return xg2__is_pure(g, *s) || xg2__is_pure(g, *s = xg2__through_tail_calls(g, *s)) ? 1 : -1;
+}
+
+/* A rule with max_chars (max_tokens: a rule entered inside a token counts
+ * that token as its first, within any budget >= 1). */
+static int has_budget(const xg2_grammar *g, uint32_t r) {
+    return g->rules[r].max_chars >= 0;
+}
+
 /* After a push: if the byte was scanned by a single unguarded item in a state
  * with byte edges only (the inside of a called string or key), everything else
  * in the set comes from completing that item's rule, and those items can only
@@ -180,12 +196,6 @@ static int ends_rule(const xg2_grammar *g, uint32_t s, uint32_t count) {
  * FOLLOW -- and the parser is needed again only from a state with rule edges
  * or a FOLLOW byte at an end on.  Not for rules with a lookahead (completing
  * them adds guards).  Returns the item's state, or XG2_NONE. */
-/* A rule with max_chars (max_tokens: a rule entered inside a token counts
- * that token as its first, within any budget >= 1). */
-static int has_budget(const xg2_grammar *g, uint32_t r) {
-    return g->rules[r].max_chars >= 0;
-}
-
 static uint32_t nest_item(const xg2_parser *p, uint32_t *count, uint32_t *rule, int *root) {
     const xg2_grammar *g = p->g;
     if (p->scanned != 1) return XG2_NONE;
@@ -576,7 +586,6 @@ static uint32_t nest_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc
     const xg2_grammar *g = w->g;
     const xg2_trie_node *nodes = t->nodes;
     const int32_t *ids = t->ids;
-    const xg2_byteset *rule_follow = &g->follow[w->nest_rule];
     while (i < t->n_nodes) {
         const xg2_trie_node *nd = &nodes[i];
         uint32_t d = nd->depth;
@@ -587,9 +596,8 @@ static uint32_t nest_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc
         }
         uint8_t c = nd->byte;
         uint32_t q = w->qs[d - 1], s = XG2_NONE, n = 0;
-        int alive = item_step(g, q, w->cs[d - 1], c, &s, &n);
-        if (ends_rule(g, q, w->cs[d - 1]) && !w->nest_root && byteset_has(rule_follow, c)) return i;
-        if (alive && !xg2__is_pure(g, s) && !xg2__is_pure(g, s = xg2__through_tail_calls(g, s))) return i;
+        int alive = lone_step(w, q, w->cs[d - 1], c, &s, &n);
+        if (alive < 0) return i;
         if (--w->p->work_left < 0) {
             *rc = xg2__work_fail();
             return i;
@@ -719,12 +727,8 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             int step; /* 1 alive at (s, n), 0 refused, -1 the parser takes over */
             if (w->nest_rep != XG2_NONE)
                 step = rep_step(w, q, w->cs[d - 1], c, &s, &n);
-            else if (ends_rule(g, q, w->cs[d - 1]) && !w->nest_root && byteset_has(&g->follow[w->nest_rule], c))
-                step = -1;
-            else if (!item_step(g, q, w->cs[d - 1], c, &s, &n))
-                step = 0;
             else
-                step = xg2__is_pure(g, s) || xg2__is_pure(g, s = xg2__through_tail_calls(g, s)) ? 1 : -1;
+                step = lone_step(w, q, w->cs[d - 1], c, &s, &n);
             if (step == 0) {
                 alive = 0;
             } else if (step == 1) {
