@@ -404,12 +404,12 @@ class GrammarCompiler:
         tag's canonical text; each JSON schema's grammar is also cached by content
         (see :mod:`xg2_plugin.structural_tag.convert`)."""
         from .grammar import Grammar
-        from .structural_tag import cache_key, structural_tag_from_args, structural_tag_to_ebnf
+        from .structural_tag import cache_key, structural_tag_from_args, structural_tag_to_grammar
 
         value = structural_tag_from_args(args, kwargs)
         return self._cached(
             ("structural_tag", cache_key(value)),
-            lambda: Grammar.from_ebnf(structural_tag_to_ebnf(value, self._tokenizer_info)),
+            lambda: structural_tag_to_grammar(value, self._tokenizer_info),
             (time_limit_ms, memory_limit_bytes),
         )
 

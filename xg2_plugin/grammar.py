@@ -145,10 +145,10 @@ class Grammar:
         ``from_structural_tag(tags, triggers)``.  A bad tag is a ``GrammarError``
         naming its JSON path.  Tokens given by their text need a tokenizer: use
         ``GrammarCompiler.compile_structural_tag``."""
-        from .structural_tag import structural_tag_from_args, structural_tag_to_ebnf
+        from .structural_tag import structural_tag_from_args, structural_tag_to_grammar
 
         value = structural_tag_from_args(args, kwargs)
-        return Grammar.from_ebnf(structural_tag_to_ebnf(value))
+        return structural_tag_to_grammar(value)
 
     @staticmethod
     def builtin_json_grammar() -> "Grammar":

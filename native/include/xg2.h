@@ -137,6 +137,24 @@ int64_t xg2_ebnf_rule_names(const char *text, size_t len, char *out, size_t cap)
  * and sets *len to the full length, so a first call with cap 0 sizes the buffer. */
 int xg2_grammar_print(const xg2_grammar *grammar, char *buf, size_t cap, size_t *len);
 
+/* Linking (XGrammar-2 §3.3): a grammar whose pieces -- a tool's argument grammar,
+ * say -- are compiled once and copied into every grammar that uses them.
+ * xg2_grammar_from_ebnf_piece compiles a piece whose root is followed by the bytes
+ * of `follow` (a 256-bit set, bit b of byte b / 8 for byte b).  xg2_grammar_link
+ * compiles `text` in which each names[i] is not defined but stands for pieces[i]
+ * (its root rule; its other rules are named after prefixes[i], if prefixes is not
+ * NULL, in the result); need_follow (n * 32 bytes) receives the follow set each piece's
+ * root has in the text.  If a piece was built for another follow set, *out is NULL
+ * (XG2_OK): build those again with the sets asked for and call again.  The result
+ * matches what the whole text would give (xg2_grammar_print prints it whole). */
+int xg2_grammar_from_ebnf_piece(const char *text, size_t len, const char *root_rule,
+                                const uint8_t *follow, xg2_grammar **out);
+void xg2_grammar_root_follow(const xg2_grammar *grammar, uint8_t *out);
+size_t xg2_grammar_memory_bytes(const xg2_grammar *grammar);
+int xg2_grammar_link(const char *text, size_t len, const char *root_rule, uint32_t n,
+                     const char *const *names, xg2_grammar *const *pieces, const char *const *prefixes,
+                     uint8_t *need_follow, xg2_grammar **out);
+
 /* The process-wide cache of rule automata (minimal DFAs shared by grammars
  * with equal rules): its limit in bytes (least recently used ones dropped
  * beyond it; default 32 MiB) and the bytes it holds. */

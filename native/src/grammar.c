@@ -458,6 +458,7 @@ static int compute_follow(xg2_grammar *g, const xg2_dfa *dfa) {
     xg2_byteset *first = xg2__calloc(ns ? ns : 1, sizeof(xg2_byteset));
     g->follow = xg2__calloc(nr ? nr : 1, sizeof(xg2_byteset));
     if (!first || !g->follow) { xg2__free(first); return XG2_NOMEM(); }
+    g->follow[g->root] = g->root_follow; /* (what a grammar linked in as a piece is followed by) */
     for (uint32_t r = 0; r < nr; r++) {
         const xg2_rule *rt = &g->rules[r];
         if (rt->start == XG2_NONE || rt->kind != RK_FSM) continue;
@@ -485,6 +486,7 @@ static int compute_follow(xg2_grammar *g, const xg2_dfa *dfa) {
             }
         }
     }
+    if (g->rules[g->root].start != XG2_NONE) g->root_first = first[g->rules[g->root].start];
     /* follow: after R in parent P at q --R--> q': first[q'], and follow[P] when
      * P can end at q'; a repetition's child is followed by itself or by what
      * follows the repetition. */
@@ -775,6 +777,10 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
     if (!h0 || !h || !hn || !sorted || !g->skey) { rc = XG2_NOMEM(); goto out; }
     for (uint32_t r = 0; r < nr; r++) {
         if (g->rules[r].start == XG2_NONE) { h0[r][0] = h0[r][1] = 0; continue; }
+        if (g->ir.rules.a[r].ext) { /* a piece linked in later: keyed as in its own grammar */
+            memcpy(h0[r], g->ext[g->ir.rules.a[r].ext - 1]->root_h, sizeof h0[r]);
+            continue;
+        }
         rule_h0(g, r, &dfa[r], h0[r]);
     }
     memcpy(h, h0, sizeof *h * nr);
@@ -784,7 +790,7 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
             const xg2_rule *rt = &g->rules[r];
             hn[r][0] = h0[r][0];
             hn[r][1] = h0[r][1];
-            if (rt->start == XG2_NONE) continue;
+            if (rt->start == XG2_NONE || g->ir.rules.a[r].ext) continue;
             if (rt->kind == RK_REPEAT) {
                 hn[r][0] = xg2__mix64(hn[r][0], h[rt->child][0]);
                 hn[r][1] = xg2__mix64(hn[r][1], h[rt->child][1]);
@@ -807,6 +813,7 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
         classes = distinct;
         if (round >= 64) break; /* deep reference chains: 64 levels of context is plenty */
     }
+    memcpy(g->root_h, h[g->root], sizeof g->root_h);
     /* Residual keys (see above) for the rules a TagDispatch calls: the tags,
      * whose suffixes recur across requests with other tool sets (elsewhere a
      * suffix rarely goes without the rest of its rule, and they cost a second
@@ -943,6 +950,40 @@ static int state_classes(xg2_grammar *g, const xg2_dfa *dfa, const uint8_t *want
     return rc;
 }
 
+/* The stand-in automaton of a piece's root while the linking grammar is built
+ * (grammar_link.c): its first bytes into a final state, the start final if the
+ * piece is nullable -- what FIRST, FOLLOW and nullability see of it. */
+static int stand_in_dfa(const xg2_grammar *piece, xg2_dfa *d) {
+    memset(d, 0, sizeof *d);
+    d->n = 2;
+    d->boff = xg2__calloc(3, sizeof(uint32_t));
+    d->br = xg2__malloc(sizeof(xg2_brange) * 128);
+    d->roff = xg2__calloc(3, sizeof(uint32_t));
+    d->final = xg2__calloc(2, 1);
+    if (!d->boff || !d->br || !d->roff || !d->final) return XG2_NOMEM();
+    uint32_t k = 0;
+    for (unsigned b = byteset_next(&piece->root_first, 0); b < 256;) {
+        unsigned e = b;
+        while (e + 1 < 256 && byteset_has(&piece->root_first, e + 1)) e++;
+        d->br[k++] = (xg2_brange){b, e, 1};
+        b = e + 1 < 256 ? byteset_next(&piece->root_first, e + 1) : 256;
+    }
+    d->boff[1] = d->boff[2] = k;
+    d->final[0] = piece->rules[piece->root].nullable;
+    d->final[1] = 1;
+    return XG2_OK;
+}
+
+/* Bytes a linked grammar holds (tables, IR, memos). */
+size_t xg2__grammar_memory(const xg2_grammar *g) {
+    const xg2_ir *ir = &g->ir;
+    return sizeof *g + sizeof(xg2_loop) * g->n_loops + 24u * g->n_states + (g->rest ? 8u * g->n_states : 0) +
+           sizeof(xg2_rule) * g->n_rules + sizeof(xg2_state) * g->n_states + sizeof(uint32_t) * g->n_trans +
+           (256u + sizeof(xg2_byteset)) * g->n_classmaps + (sizeof(uint64_t) + 1) * g->n_states +
+           sizeof(xg2_ref) * g->n_refs + sizeof(int32_t) * 256u * g->n_la_states + ir->exprs.n * sizeof(xg2_expr) +
+           ir->pool.n * 4u + ir->bytes.n + ir->names.n;
+}
+
 /* Link with right-linear regions merged (use_regions; *merged: some region
  * was) or each rule on its own. */
 static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int *merged) {
@@ -1006,7 +1047,9 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
             }
             continue;
         }
-        if ((rc = xg2__fsm_build(ir, ru->body, inl, &regions, r, 0, &dfa[r]))) {
+        if (ru->ext) {
+            if ((rc = stand_in_dfa(g->ext[ru->ext - 1], &dfa[r]))) goto out;
+        } else if ((rc = xg2__fsm_build(ir, ru->body, inl, &regions, r, 0, &dfa[r]))) {
             if (rc == XG2__LOOP_CONFLICT) *conflict = dfa[r].conflict_expr;
             goto out;
         }
@@ -1189,10 +1232,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     vec_free(&stack);
     if (!rc) rc = compute_follow(g, dfa);
     if (!rc) rc = compute_skeys(g, dfa);
-    g->memory_bytes = sizeof *g + sizeof(xg2_loop) * g->n_loops + 24u * g->n_states + (g->rest ? 8u * g->n_states : 0) + sizeof(xg2_rule) * n + sizeof(xg2_state) * g->n_states +
-                      sizeof(uint32_t) * g->n_trans + (256u + sizeof(xg2_byteset)) * g->n_classmaps + (sizeof(uint64_t) + 1) * g->n_states + sizeof(xg2_ref) * g->n_refs +
-                      sizeof(int32_t) * 256u * g->n_la_states + ir->exprs.n * sizeof(xg2_expr) +
-                      ir->pool.n * 4u + ir->bytes.n + ir->names.n;
+    g->memory_bytes = xg2__grammar_memory(g);
 out:
     if (dfa)
         for (uint32_t r = 0; r < n; r++) xg2__dfa_free(&dfa[r]);
@@ -1230,9 +1270,13 @@ static void unlink_grammar(xg2_grammar *g) {
     xg2__free(g->rest);
     xg2_ir ir = g->ir;
     int refs = g->refs;
+    xg2_byteset root_follow = g->root_follow;
+    const xg2_grammar *const *ext = g->ext;
     memset(g, 0, sizeof *g);
     g->ir = ir;
     g->refs = refs;
+    g->root_follow = root_follow; /* (inputs of the build: kept for the next attempt) */
+    g->ext = ext;
 }
 
 /* A counted loop that its rule's automaton cannot keep apart (another loop, or
@@ -1282,7 +1326,7 @@ static int resolve_loop_conflict(xg2_ir *ir, uint32_t expr, xg2_u32vec *peeled, 
 /* Link; a counted loop that its rule's automaton cannot keep apart is written
  * out or peeled, else becomes a counted rule (resolve_loop_conflict), and
  * linking starts over. */
-static int link_with_fallbacks(xg2_grammar *g) {
+int xg2__grammar_link_ir(xg2_grammar *g) {
     xg2_u32vec peeled = {0};
     uint32_t written = 0;
     int use_regions = 1, rc;
@@ -1309,7 +1353,7 @@ static int link_with_fallbacks(xg2_grammar *g) {
 
 /* ---- public API ---- */
 
-static void grammar_destroy(xg2_grammar *g) {
+void xg2__grammar_destroy(xg2_grammar *g) {
     xg2__ir_free(&g->ir);
     unlink_grammar(g);
     xg2__free(g);
@@ -1318,7 +1362,7 @@ static void grammar_destroy(xg2_grammar *g) {
 void xg2__grammar_retain(const xg2_grammar *g) { XG2_REF_INC((xg2_grammar *)g); }
 
 void xg2_grammar_free(xg2_grammar *g) {
-    if (g && XG2_REF_DEC(g) == 0) grammar_destroy(g);
+    if (g && XG2_REF_DEC(g) == 0) xg2__grammar_destroy(g);
 }
 
 int xg2_grammar_from_ebnf(const char *text, size_t len, const char *root, xg2_grammar **out) {
@@ -1330,10 +1374,10 @@ int xg2_grammar_from_ebnf(const char *text, size_t len, const char *root, xg2_gr
     int rc = xg2__ir_init(&g->ir);
     if (rc) rc = XG2_NOMEM();
     if (!rc) rc = xg2__ebnf_parse(&g->ir, text, len, root);
-    if (!rc) rc = link_with_fallbacks(g);
+    if (!rc) rc = xg2__grammar_link_ir(g);
     rc = xg2__budget_status(rc, "building the grammar");
     if (rc) {
-        grammar_destroy(g);
+        xg2__grammar_destroy(g);
         return rc;
     }
     *out = g;

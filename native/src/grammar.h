@@ -94,12 +94,22 @@ struct xg2_grammar {
     uint32_t n_loops;
     uint32_t *rest;  /* states of Length loops: rest[2s], rest[2s + 1] = fewest and most units
                       * left to the rule's end (XG2_REST_ANY: unbounded); NULL if no such loop */
+    /* The root rule seen from outside, for linking this grammar into others as a piece
+     * (grammar_link.c): FIRST of its start, the FOLLOW it was built with, its rule key. */
+    xg2_byteset root_first, root_follow;
+    uint64_t root_h[2];
+    const struct xg2_grammar *const *ext; /* while building a linked grammar: the pieces (ir.h ext) */
     uint8_t token_kinds; /* bit 1: some Token rule, bit 2: some ExcludeToken rule */
     uint8_t has_budgets; /* some rule has max_tokens or max_chars */
     size_t memory_bytes;
 };
 
 XG2_HIDDEN void xg2__grammar_retain(const xg2_grammar *g);
+/* Build the runtime tables of g from its normalised IR (g->ext set for a linked grammar's
+ * stand-ins); free a grammar whatever it holds; the bytes it holds. */
+XG2_HIDDEN int xg2__grammar_link_ir(xg2_grammar *g);
+XG2_HIDDEN void xg2__grammar_destroy(xg2_grammar *g);
+XG2_HIDDEN size_t xg2__grammar_memory(const xg2_grammar *g);
 /* The byte groups (xg2__byte_group) wholly inside `bytes`: a set's 64-bit summary. */
 XG2_HIDDEN uint64_t xg2__whole_groups(const xg2_byteset *bytes);
 

@@ -218,6 +218,85 @@ uint32_t xg2__ir_new_rule(xg2_ir *ir, const char *base, uint32_t body) {
     }
 }
 
+/* ---- appending another grammar's IR (grammar_link.c) ---- */
+
+int xg2__ir_append(xg2_ir *dst, const xg2_ir *src, const uint32_t *rule_map, const char *prefix) {
+    uint32_t eb = dst->exprs.n, pb = dst->pool.n, bb = dst->bytes.n, nb = dst->names.n;
+    if (vec_reserve(&dst->exprs, (uint64_t)eb + src->exprs.n) || vec_reserve(&dst->pool, (uint64_t)pb + src->pool.n) ||
+        vec_reserve(&dst->bytes, (uint64_t)bb + src->bytes.n) || vec_reserve(&dst->names, (uint64_t)nb + src->names.n))
+        return XG2_NOMEM();
+    if (src->pool.n) memcpy(dst->pool.a + pb, src->pool.a, sizeof(uint32_t) * src->pool.n);
+    if (src->bytes.n) memcpy(dst->bytes.a + bb, src->bytes.a, src->bytes.n);
+    if (src->names.n) memcpy(dst->names.a + nb, src->names.a, src->names.n);
+    /* Pool entries are relocated through the expression that owns them, each once
+     * (an expression copied whole shares its slice). */
+    uint8_t *done = xg2__calloc(src->pool.n ? src->pool.n : 1, 1);
+    if (!done) return XG2_NOMEM();
+    uint32_t *pool = dst->pool.a + pb;
+#define MOVE(i, by) do { if (!done[i]) { done[i] = 1; pool[i] += (by); } } while (0)
+    for (uint32_t i = 0; i < src->exprs.n; i++) {
+        xg2_expr e = src->exprs.a[i];
+        switch (e.kind) {
+        case XE_BYTES: e.a += bb; break;
+        case XE_MACRO: e.a += nb; break;
+        case XE_REF: e.a = rule_map[e.a]; break;
+        case XE_REPEAT: e.a += eb; break;
+        case XE_CLASS:
+        case XE_TOKEN: e.a += pb; break;
+        case XE_SEQ:
+        case XE_CHOICE:
+        case XE_LENGTH:
+            for (uint32_t k = 0; k < e.n; k++) MOVE(e.a + k, eb);
+            e.a += pb;
+            break;
+        case XE_EXCEPT:
+            for (uint32_t k = 0; k < 3; k++) MOVE(e.a + k, eb);
+            for (uint32_t k = 0; k < e.n; k++) MOVE(e.a + 3 + 2 * k, bb);
+            e.a += pb;
+            break;
+        case XE_DISPATCH:
+            for (uint32_t k = 0; k < e.n; k++) {
+                MOVE(e.a + 3 * k, bb);
+                uint32_t *r = &pool[e.a + 3 * k + 2];
+                if (!done[e.a + 3 * k + 2]) {
+                    done[e.a + 3 * k + 2] = 1;
+                    *r = rule_map[*r & ~XG2_DEAD_TRIGGER] | (*r & XG2_DEAD_TRIGGER);
+                }
+            }
+            for (uint32_t k = 0; k < (uint32_t)e.min; k++) MOVE(e.a + 3 * e.n + 2 * k, bb);
+            e.a += pb;
+            break;
+        }
+        dst->exprs.a[eb + i] = e;
+    }
+#undef MOVE
+    xg2__free(done);
+    dst->exprs.n = eb + src->exprs.n;
+    dst->pool.n = pb + src->pool.n;
+    dst->bytes.n = bb + src->bytes.n;
+    dst->names.n = nb + src->names.n;
+    size_t plen = prefix ? strlen(prefix) : 0;
+    for (uint32_t r = 0; r < src->rules.n; r++) {
+        xg2_rule_ir ru = src->rules.a[r];
+        ru.name += nb;
+        if (plen) { /* (a piece's names in its own namespace) */
+            const char *name = xg2__ir_name(src, r);
+            size_t len = strlen(name);
+            if (vec_reserve(&dst->names, (uint64_t)dst->names.n + plen + len + 1)) return XG2_NOMEM();
+            ru.name = dst->names.n;
+            memcpy(dst->names.a + dst->names.n, prefix, plen);
+            memcpy(dst->names.a + dst->names.n + plen, name, len + 1);
+            dst->names.n += (uint32_t)(plen + len + 1);
+        }
+        ru.body += eb;
+        if (ru.lookahead >= 0) ru.lookahead += (int32_t)eb;
+        ru.ext = 0;
+        dst->rules.a[rule_map[r]] = ru;
+    }
+    unindex_names(dst);
+    return XG2_OK;
+}
+
 /* ---- character classes ---- */
 
 static int cmp_range(const void *a, const void *b) {

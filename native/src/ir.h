@@ -112,6 +112,7 @@ typedef struct {
     uint32_t def;       /* definition order (rules made by normalisation come last) */
     int32_t max_tokens; /* XGrammar's rule attributes name[max_tokens=N, max_chars=M] ::= ...: */
     int32_t max_chars;  /* each occurrence takes bytes of at most N tokens / M code points (-1: no limit) */
+    uint32_t ext;       /* a linked piece's root (grammar_link.c): its index + 1; 0 for the text's own rules */
 } xg2_rule_ir;
 
 typedef struct {
@@ -156,6 +157,7 @@ static inline int xg2__except_has_empty_word(const xg2_ir *ir, const xg2_expr *e
 /* A rule whose body is built as an automaton of its own (Length, TagDispatch, Token, a budget):
  * never expanded in place. */
 static inline int xg2__own_automaton(const xg2_ir *ir, uint32_t rule) {
+    if (ir->rules.a[rule].ext) return 1; /* (a stand-in for a piece linked in later: never expanded) */
     if (ir->rules.a[rule].max_tokens >= 0 || ir->rules.a[rule].max_chars >= 0) return 1; /* (its items count) */
     int k = ir->exprs.a[ir->rules.a[rule].body].kind;
     return k == XE_LENGTH || k == XE_DISPATCH || k == XE_TOKEN;
@@ -174,6 +176,10 @@ static inline const char *xg2__ir_name(const xg2_ir *ir, uint32_t rule) {
  * match nothing, move large repetitions into counted rules.  On error the
  * message names the rule. */
 XG2_HIDDEN int xg2__ir_normalize(xg2_ir *ir);
+/* Append src's expressions, pool, bytes and names to dst, relocated, and write each src
+ * rule r as dst rule rule_map[r] (dst->rules must already hold every target), its name
+ * after `prefix` (NULL: as it is). */
+XG2_HIDDEN int xg2__ir_append(xg2_ir *dst, const xg2_ir *src, const uint32_t *rule_map, const char *prefix);
 
 /* Turn the counted loop `expr` into an RK_REPEAT rule reference (in place),
  * for when its automaton cannot keep the loop apart from what surrounds it. */

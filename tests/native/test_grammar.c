@@ -515,10 +515,92 @@ TEST(reference_counting) {
     CHECK_EQ(xg2_compiled_memory_bytes(NULL), 0);
 }
 
+
+/* ---- linking pieces (grammar_link.c) ---- */
+
+/* Accepts the whole of `text`, one single-byte token at a time, and ends there? */
+static int accepts(const xg2_grammar *g, const xg2_vocab *v, const char *text) {
+    xg2_compiled *c = NULL;
+    xg2_matcher *m = NULL;
+    int ok = !CHECK_RC(xg2_compiled_new(g, v, &c), XG2_OK) && !CHECK_RC(xg2_matcher_new(c, NULL, -1, 0, &m), XG2_OK);
+    for (const char *p = text; ok && *p; p++) {
+        int acc = 0;
+        ok = !CHECK_RC(xg2_matcher_accept_token(m, (unsigned char)*p, &acc), XG2_OK) && acc;
+    }
+    int done = ok && xg2_matcher_accept_token(m, 256, &ok) == XG2_OK && ok; /* the stop token */
+    xg2_matcher_free(m);
+    xg2_compiled_free(c);
+    return done;
+}
+
+TEST(linked_pieces) {
+    const char *toks[257];
+    static char bytes[256][2];
+    for (int i = 0; i < 256; i++) { bytes[i][0] = (char)(i ? i : 1); toks[i] = bytes[i]; }
+    toks[256] = "</s>";
+    int32_t stop = 256;
+    xg2_vocab *v = make_vocab(XG2_VOCAB_RAW, toks, 257, 257, NULL, 0, &stop, 1);
+    const char *piece_text = "root ::= \"{\" item (\",\" item)* \"}\"\nitem ::= [a-z]+ | \"n\" root";
+    const char *text = "root ::= (\"x=\" obj \";\")+ | \"y\" obj? \";\"";
+    uint8_t none[32] = {0}, semi[32] = {0}, need[32];
+    semi[';' >> 3] |= 1 << (';' & 7);
+    xg2_grammar *p0 = NULL, *p1 = NULL, *g = NULL;
+    CHECK_RC(xg2_grammar_from_ebnf_piece(piece_text, strlen(piece_text), "root", none, &p0), XG2_OK);
+    const char *names[] = {"obj"}, *prefixes[] = {"p_"};
+    /* built for another follow set: no grammar, and the set it needs */
+    CHECK_RC(xg2_grammar_link(text, strlen(text), "root", 1, names, &p0, prefixes, need, &g), XG2_OK);
+    CHECK(g == NULL);
+    CHECK(!memcmp(need, semi, 32));
+    CHECK_RC(xg2_grammar_from_ebnf_piece(piece_text, strlen(piece_text), "root", need, &p1), XG2_OK);
+    uint8_t have[32];
+    xg2_grammar_root_follow(p1, have);
+    CHECK(!memcmp(have, semi, 32));
+    CHECK_RC(xg2_grammar_link(text, strlen(text), "root", 1, names, &p1, prefixes, need, &g), XG2_OK);
+    CHECK(g != NULL);
+    if (g) {
+        CHECK(accepts(g, v, "x={ab,n{d}};x={e};"));
+        CHECK(accepts(g, v, "y;"));
+        CHECK(accepts(g, v, "y{q};"));
+        CHECK(!accepts(g, v, "x=;"));
+        CHECK(!accepts(g, v, "x={ab,};"));
+        /* printed whole, with the piece's rules in its namespace; parses back to the same language */
+        char *printed = print_grammar(g);
+        xg2_grammar *again = NULL;
+        if (printed) {
+            CHECKF(strstr(printed, "p_item") != NULL, "%s", printed);
+            CHECK_RC(xg2_grammar_from_ebnf(printed, strlen(printed), "root", &again), XG2_OK);
+            if (again) {
+                CHECK(accepts(again, v, "x={ab,n{d}};x={e};"));
+                CHECK(!accepts(again, v, "x={ab,};"));
+            }
+            xg2_grammar_free(again);
+            free(printed);
+        }
+        CHECK(xg2_grammar_memory_bytes(g) > 0);
+        xg2_grammar_free(g);
+    }
+    /* the text may not define a piece's rule; bad arguments */
+    const char *twice = "root ::= obj\nobj ::= \"a\"";
+    g = NULL;
+    CHECK_RC(xg2_grammar_link(twice, strlen(twice), "root", 1, names, &p1, prefixes, need, &g), XG2_ERR_GRAMMAR);
+    CHECK(g == NULL);
+    xg2_grammar *null_piece = NULL;
+    CHECK_RC(xg2_grammar_link(text, strlen(text), "root", 1, names, &null_piece, NULL, need, &g), XG2_ERR_ARG);
+    CHECK_RC(xg2_grammar_link(text, strlen(text), "root", 1, NULL, &p1, NULL, need, &g), XG2_ERR_ARG);
+    const char *dup_names[] = {"obj", "obj"};
+    xg2_grammar *two[] = {p1, p1};
+    CHECK_RC(xg2_grammar_link(text, strlen(text), "root", 2, dup_names, two, NULL, need, &g), XG2_ERR_ARG);
+    CHECK_RC(xg2_grammar_from_ebnf_piece(piece_text, strlen(piece_text), "root", NULL, &p0), XG2_ERR_ARG);
+    xg2_grammar_free(p0);
+    xg2_grammar_free(p1);
+    xg2_vocab_free(v);
+}
+
 int main(int argc, char **argv) {
     return RUN_TESTS(argc, argv, T_(print_round_trip), T_(print_caps), T_(syntax_errors_name_line_and_column),
                      T_(undefined_and_duplicate_rules), T_(deep_nesting_is_an_error_not_a_crash), T_(wide_grammars),
                      T_(long_literals_compile_fast),
                      T_(huge_repetition_bounds), T_(counted_repetition_matches_exactly), T_(lookahead_syntax),
-                     T_(grammars_matching_nothing), T_(macros), T_(reference_counting));
+                     T_(grammars_matching_nothing), T_(macros), T_(reference_counting),
+                     T_(linked_pieces));
 }

@@ -189,13 +189,14 @@ def test_json_schema_rules_named_by_content_and_cached():
 
 
 def test_piece_cache_is_bounded_in_characters(monkeypatch):
-    """The process-wide piece cache holds at most max_chars characters, and a piece over
-    max_piece_chars is converted every time instead of kept (a fuzz campaign's schemas,
-    megabytes of grammar each, once filled it to gigabytes)."""
+    """The process-wide piece cache holds at most max_chars (characters of text, bytes
+    of compiled pieces), and a piece over max_piece_chars is converted every time
+    instead of kept (a fuzz campaign's schemas, megabytes of grammar each, once
+    filled it to gigabytes)."""
     from xg2_plugin.structural_tag import convert
 
-    monkeypatch.setattr(convert, "_CACHE_CHARS", 20_000)
-    monkeypatch.setattr(convert, "_PIECE_MAX_CHARS", 8_000)
+    monkeypatch.setattr(convert, "_CACHE_CHARS", 400_000)
+    monkeypatch.setattr(convert, "_PIECE_MAX_CHARS", 150_000)
 
     def schema(i, n):
         return {"type": "object", "properties": {f"p{i}_{k}": {"type": "integer", "minimum": i} for k in range(n)}}
@@ -203,14 +204,14 @@ def test_piece_cache_is_bounded_in_characters(monkeypatch):
     for i in range(40):
         structural_tag_to_ebnf(_tag({"type": "json_schema", "json_schema": schema(i, 6)}))
         info = piece_cache_info()
-        assert info["chars"] <= 20_000, info
+        assert info["chars"] <= 400_000, info
     assert 1 < info["entries"] < 40  # kept some, dropped the oldest
     big = schema(999, 300)
     text = structural_tag_to_ebnf(_tag({"type": "json_schema", "json_schema": big}))
-    assert len(text) > 8_000
     before = piece_cache_info()
     assert structural_tag_to_ebnf(_tag({"type": "json_schema", "json_schema": big})) == text
-    assert piece_cache_info()["chars"] == before["chars"] <= 20_000  # the big piece was not kept
+    assert piece_cache_info()["chars"] == before["chars"] <= 400_000  # the big piece was not kept
+    assert piece_cache_info()["entries"] == before["entries"]
     # a kept piece is still a hit: the same text, no new entry
     small = schema(1000, 2)
     structural_tag_to_ebnf(_tag({"type": "json_schema", "json_schema": small}))

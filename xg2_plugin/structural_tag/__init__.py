@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, Tuple
 
 from .._errors import InvalidArgumentError
-from .convert import structural_tag_to_ebnf
+from .convert import structural_tag_to_ebnf, structural_tag_to_grammar
 from .formats import *  # noqa: F401,F403
 from .formats import StructuralTag, parse_structural_tag
 from .formats import __all__ as _format_names
@@ -49,4 +49,4 @@ def cache_key(value: Any) -> Tuple[str, str]:
     return ("model", parse_structural_tag(value).model_dump_json())
 
 
-__all__ = [*_format_names, "structural_tag_to_ebnf", "structural_tag_from_args"]
+__all__ = [*_format_names, "structural_tag_to_ebnf", "structural_tag_to_grammar", "structural_tag_from_args"]

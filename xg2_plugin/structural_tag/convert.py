@@ -21,56 +21,32 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 from .._errors import GrammarError, InvalidArgumentError, LimitExceededError, XG2Error
 from ..grammar import ebnf_string_literal
+from ..linking import Piece, follow_of_strings, link, rename_rules
 from . import formats as F
 
 ANY_CHAR = "[\\0-\\U0010FFFF]"
 _MAX_NODES = 100_000  # formats in one tag (each is a few rules)
 _MAX_EXCLUDES = 10_000
 
-# ---- renaming a piece of EBNF into its own namespace ----
-
-_LHS = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*::=", re.M)
-
-
-# A string, a class, or a name that is not a macro's (the name taken whole, as an
-# atomic group: its tail is no name before "(" either); what lies between is left
-# as it is, so re.sub skips it in C.
-_EBNF_NAME = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|(?=([A-Za-z_][A-Za-z0-9_.-]*))\1(?!\()', re.S)
-
-
-def rename_rules(ebnf: str, prefix: str) -> Tuple[Dict[str, str], str]:
-    """The rules of ``ebnf`` renamed ``prefix + name`` (macro names, strings and
-    character classes untouched): (name -> body, the renamed root)."""
-    defined = set(_LHS.findall(ebnf))
-
-    def rename(m: "re.Match[str]") -> str:
-        name = m.group(1)
-        return prefix + name if name is not None and name in defined else m.group(0)
-
-    text = _EBNF_NAME.sub(rename, ebnf)
-    rules: Dict[str, str] = {}
-    starts = [m for m in _LHS.finditer(text)]
-    for i, m in enumerate(starts):
-        end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
-        rules[m.group(1)] = text[m.end():end].strip()
-    return rules, prefix + "root"
-
-
 # ---- the content-keyed cache of converted pieces (JSON schemas, grammars) ----
 
 _CACHE: "OrderedDict[tuple, Tuple[object, int]]" = OrderedDict()  # key -> (piece, its characters)
 _CACHE_LOCK = threading.Lock()
 _CACHE_ENTRIES = 4096
-# Bounded in characters too (keys and rules' text), process-wide: a hostile schema's grammar
-# can run to megabytes, and 4,096 of them were gigabytes (a structural_tag fuzz campaign).  A
-# piece larger than _PIECE_MAX_CHARS is not kept: the tools that recur across requests are small.
-_CACHE_CHARS = 32 << 20
+# Bounded in characters too (keys and rules' text; a compiled piece's bytes, room for two
+# follow sets), process-wide: a hostile schema's grammar can run to megabytes, and 4,096 of
+# them were gigabytes (a structural_tag fuzz campaign).  A piece larger than _PIECE_MAX_CHARS
+# is not kept: the tools that recur across requests are small (a BFCL function's arguments:
+# ~700 characters, ~34 KB compiled).
+_CACHE_CHARS = 64 << 20
 _PIECE_MAX_CHARS = 1 << 20
 _cache_chars = 0
 
 
 def _piece_chars(key: tuple, value) -> int:
     n = sum(len(k) for k in key if isinstance(k, str))
+    if isinstance(value, Piece):  # (its text, twice if written out; its compiled grammars, room for a second)
+        return n + len(value.raw) + 2 * value.memory_bytes() + 64
     if isinstance(value, tuple) and value and isinstance(value[0], dict):
         n += sum(len(name) + len(body) for name, body in value[0].items())
     return n + 64
@@ -121,22 +97,46 @@ def canonical_schema(schema, path: str) -> str:
         raise GrammarError(f"{path}: the schema is not JSON-serialisable: {e}") from None
 
 
-def json_schema_piece(schema, path: str, *, any_order=False, max_whitespace_cnt=None):
-    """(rules, root name) of a JSON schema through our front-end, cached by content."""
+def _json_rules(canon: str, opts: tuple, path: str) -> Tuple[Dict[str, str], str]:
     from ..json_schema import json_schema_to_ebnf
 
+    try:
+        ebnf = json_schema_to_ebnf(json.loads(canon), any_whitespace=True, strict_mode=True,
+                                   max_whitespace_cnt=opts[1], any_order=opts[0])
+    except XG2Error as e:
+        raise type(e)(f"{path}: {e}") from None
+    return rename_rules(ebnf, f"js{_digest(canon, opts)}_")
+
+
+def json_schema_piece(schema, path: str, *, any_order=False, max_whitespace_cnt=None):
+    """(rules, root name) of a JSON schema through our front-end, cached by content."""
+    canon = canonical_schema(schema, path)
+    opts = (bool(any_order), max_whitespace_cnt)
+    return _cached_piece(("json", canon, opts), lambda: _json_rules(canon, opts, path))
+
+
+def json_schema_linked_piece(schema, path: str, follow: bytes, *, any_order=False, max_whitespace_cnt=None) -> Piece:
+    """A JSON schema's grammar as a :class:`~xg2_plugin.linking.Piece`, cached by
+    content, compiled on first sight for the follow set ``follow``."""
     canon = canonical_schema(schema, path)
     opts = (bool(any_order), max_whitespace_cnt)
 
-    def make():
+    def make() -> Piece:
+        from ..json_schema import json_schema_to_ebnf
+
         try:
             ebnf = json_schema_to_ebnf(json.loads(canon), any_whitespace=True, strict_mode=True,
-                                       max_whitespace_cnt=max_whitespace_cnt, any_order=any_order)
+                                       max_whitespace_cnt=opts[1], any_order=opts[0])
         except XG2Error as e:
             raise type(e)(f"{path}: {e}") from None
-        return rename_rules(ebnf, f"js{_digest(canon, opts)}_")
+        piece = Piece(ebnf, f"js{_digest(canon, opts)}_")
+        try:
+            piece.handle(follow)
+        except XG2Error as e:
+            raise type(e)(f"{path}: {e}") from None
+        return piece
 
-    return _cached_piece(("json", canon, opts), make)
+    return _cached_piece(("json-linked", canon, opts), make)
 
 
 def _check_piece(path: str, make_grammar) -> None:
@@ -248,6 +248,7 @@ class _Converter:
         self.vocab = _vocab_of(tokenizer_info)
         self.nodes = 0
         self.attrs: Dict[str, str] = {}  # rule -> its attributes ("[max_tokens=3]")
+        self.linked: Dict[str, Tuple[Piece, bytes]] = {}  # root -> piece linked in, its likely follow set
 
     def rule(self, hint: str, body: str) -> str:
         self.count += 1
@@ -350,8 +351,11 @@ class _Converter:
 
             words = self.text_excludes(f.excludes, f"{path}.excludes", keep_special=True)
             schema = exclude_words(schema, words, f"{path}.json_schema", f"{path}.excludes")
-        return self.add_piece(json_schema_piece(schema, f"{path}.json_schema", any_order=f.any_order,
-                                                max_whitespace_cnt=f.max_whitespace_cnt))
+        follow = follow_of_strings([e for e in ends if not self.lit(e).startswith("Token(")])
+        piece = json_schema_linked_piece(schema, f"{path}.json_schema", follow, any_order=f.any_order,
+                                         max_whitespace_cnt=f.max_whitespace_cnt)
+        self.linked.setdefault(piece.root, (piece, follow))
+        return piece.root
 
     def f_qwen_xml_parameter(self, f, path, ends):
         return self.f_json_schema(F.JSONSchemaFormat(json_schema=f.json_schema, style="qwen_xml"), path, ends)
@@ -586,10 +590,8 @@ class _Converter:
         return self.token_dispatch(pairs, f.loop, excl, path + ".rules")
 
 
-def structural_tag_to_ebnf(value, tokenizer_info=None) -> str:
-    """The EBNF text (root rule ``root``) of a structural tag given as a model,
-    a dict or JSON text.  With ``tokenizer_info``, tokens given by their text are
-    resolved, and a special token's text in a literal is that token."""
+def _convert(value, tokenizer_info) -> Tuple[str, _Converter]:
+    """The tag's own rules as EBNF text, and the converter (its linked pieces)."""
     st = F.parse_structural_tag(value)
     conv = _Converter(tokenizer_info)
     try:
@@ -597,7 +599,28 @@ def structural_tag_to_ebnf(value, tokenizer_info=None) -> str:
     except RecursionError:
         raise GrammarError("the structural tag nests too deeply") from None
     lines = [f"root ::= {root}"] + [f"{k}{conv.attrs.get(k, '')} ::= {v}" for k, v in conv.rules.items()]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", conv
 
 
-__all__ = ["structural_tag_to_ebnf", "rename_rules", "json_schema_piece", "piece_cache_info"]
+def structural_tag_to_ebnf(value, tokenizer_info=None) -> str:
+    """The EBNF text (root rule ``root``) of a structural tag given as a model,
+    a dict or JSON text.  With ``tokenizer_info``, tokens given by their text are
+    resolved, and a special token's text in a literal is that token."""
+    text, conv = _convert(value, tokenizer_info)
+    return text + "".join(piece.text for piece, _ in conv.linked.values())
+
+
+def structural_tag_to_grammar(value, tokenizer_info=None):
+    """The :class:`~xg2_plugin.grammar.Grammar` of a structural tag (the grammar of
+    :func:`structural_tag_to_ebnf`'s text), its JSON schemas linked in as pieces
+    compiled once per process (:mod:`xg2_plugin.linking`)."""
+    from ..grammar import Grammar
+
+    text, conv = _convert(value, tokenizer_info)
+    if not conv.linked:
+        return Grammar.from_ebnf(text)
+    pieces = list(conv.linked.values())
+    return link(text, [p for p, _ in pieces], [f for _, f in pieces])
+
+
+__all__ = ["structural_tag_to_ebnf", "structural_tag_to_grammar", "rename_rules", "json_schema_piece", "piece_cache_info"]

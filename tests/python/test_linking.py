@@ -1,0 +1,117 @@
+"""Grammars linked from pieces compiled once (xg2_plugin.linking, native/src/grammar_link.c):
+a structural tag's JSON schemas are compiled as pieces and copied into each tag's grammar.
+The linked grammar must be the grammar of the tag's whole EBNF text: the same mask at every
+step of every walk (compared row for row with the text compiled in one piece, on the real
+DeepSeek vocabulary), each mask bit equal to a forked matcher's verdict, and its printed and
+serialised forms parse back to it.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import xg2_plugin as xgr
+from xg2_plugin import linking
+from xg2_plugin.grammar import Grammar
+from xg2_plugin.structural_tag import structural_tag_to_ebnf
+from xg2_plugin.structural_tag.convert import _CACHE
+from vocabs import bits_of_row, fill
+
+
+def _tool(i):
+    props = {f"n_{i}": {"type": "integer", "minimum": i % 3}, "label": {"type": "string", "maxLength": 12},
+             "mode": {"enum": ["fast", "slow", f"m{i}"]}, "ratio": {"type": "number"},
+             "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+             "opt": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {"x": {"type": "boolean"}}}]}}
+    return {"name": f"tool_{i}", "parameters": {"type": "object", "properties": props,
+                                                "required": [f"n_{i}", "label", "mode"]}}
+
+
+def _llama_tag(tools):
+    tags = [{"type": "tag", "begin": f"<function={t['name']}>",
+             "content": {"type": "json_schema", "json_schema": t["parameters"]}, "end": "</function>"}
+            for t in tools]
+    return {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<function="], "tags": tags}}
+
+
+def _walk_both(vocab, linked, whole, text, rng, samples=12):
+    """Walk ``text`` on both matchers: rows equal at every step, sampled bits equal a
+    fork's verdict; returns whether the whole text was accepted (and the stop token after)."""
+    for tok in vocab.encode(text):
+        row = fill(linked, vocab.vocab_size)
+        assert np.array_equal(row, fill(whole, vocab.vocab_size))
+        bits = bits_of_row(row, vocab.vocab_size)
+        for t in {tok, *map(int, rng.integers(0, vocab.vocab_size, samples))}:
+            assert bool(bits[t]) == linked.fork().accept_token(t), t
+        ok = linked.accept_token(tok)
+        assert ok == whole.accept_token(tok)
+        if not ok:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_linked_tag_has_the_masks_of_its_whole_text(deepseek, seed):
+    compiler = xgr.GrammarCompiler(deepseek.info)
+    rng = np.random.default_rng(seed)
+    pool = [_tool(i) for i in range(12)]
+    for _ in range(3):  # tool sets overlapping earlier ones: pieces found again, others new
+        tools = [pool[int(i)] for i in rng.choice(len(pool), 5, replace=False)]
+        tag = _llama_tag(tools)
+        linked_compiled = compiler.compile_structural_tag(json.dumps(tag))
+        whole_compiled = compiler.compile_grammar(Grammar.from_ebnf(structural_tag_to_ebnf(tag, deepseek.info)))
+        name = tools[2]["name"]
+        i = int(name.split("_")[1])
+        good = {f"n_{i}": 7, "label": "north", "mode": f"m{i}", "tags": ["a", "b"], "opt": {"x": True}}
+        texts = [f"Sure. <function={name}>{json.dumps(good)}</function> done.",
+                 f"<function={name}>" + json.dumps({**good, "mode": "other"}) + "</function>",  # not in the enum
+                 f"<function={name}>" + json.dumps({"label": "x", "mode": "fast"}) + "</function>",  # required n_i
+                 "<function=tool_99>{}</function>"]  # no such tool
+        verdicts = []
+        for text in texts:
+            linked, whole = xgr.GrammarMatcher(linked_compiled), xgr.GrammarMatcher(whole_compiled)
+            verdicts.append(_walk_both(deepseek, linked, whole, text, rng))
+        assert verdicts == [True, False, False, False]
+
+
+def test_a_linked_grammar_prints_and_serialises_whole(deepseek):
+    compiler = xgr.GrammarCompiler(deepseek.info)
+    tag = _llama_tag([_tool(1), _tool(2)])
+    grammar = Grammar.from_structural_tag(tag)
+    assert isinstance(grammar, linking._LinkedGrammar)
+    again = Grammar.from_ebnf(str(grammar))
+    restored = Grammar.deserialize_json(grammar.serialize_json())
+    assert str(restored) == str(Grammar.from_ebnf(structural_tag_to_ebnf(tag)))
+    call = '<function=tool_2>{"n_2": 3, "label": "a", "mode": "m2"}</function>'
+    for g in (grammar, again, restored):
+        m = xgr.GrammarMatcher(compiler.compile_grammar(g))
+        assert m.accept_string(call) and m.accept_string(" ok")
+        bad = xgr.GrammarMatcher(compiler.compile_grammar(g))
+        assert not bad.accept_string('<function=tool_2>{"n_2": 3}</function>')
+
+
+def test_a_piece_built_for_another_follow_set_is_built_again(deepseek):
+    """The follow set guessed from the tag's end strings misses what really follows the
+    schema (a constant after it inside the tag): the core asks for the right one, the
+    piece is built again for it, and the grammar is still that of the whole text."""
+    schema = {"type": "object", "properties": {"k": {"type": "integer"}}, "required": ["k"]}
+    content = {"type": "sequence", "elements": [{"type": "json_schema", "json_schema": schema},
+                                                {"type": "const_string", "value": "!"}]}
+    tag = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<x>"],
+                                                "tags": [{"begin": "<x>", "content": content, "end": "</x>"}]}}
+    compiler = xgr.GrammarCompiler(deepseek.info)
+    linked = xgr.GrammarMatcher(compiler.compile_structural_tag(tag))
+    whole = xgr.GrammarMatcher(compiler.compile_grammar(Grammar.from_ebnf(structural_tag_to_ebnf(tag, deepseek.info))))
+    assert _walk_both(deepseek, linked, whole, 'a <x>{"k": 12}!</x> b', np.random.default_rng(5))
+    piece = next(v[0] for k, v in _CACHE.items() if k[0] == "json-linked" and '"k"' in k[1])
+    want = bytearray(32)
+    want[ord("!") >> 3] |= 1 << (ord("!") & 7)
+    assert bytes(want) in piece._grammars
+    assert not xgr.GrammarMatcher(compiler.compile_structural_tag(tag)).accept_string('<x>{"k": 1}</x>')
+
+
+def test_a_piece_root_defined_in_the_text_is_an_error():
+    piece = linking.Piece('root ::= "a"\n', "p_")
+    with pytest.raises(xgr.GrammarError, match="defined twice"):
+        linking.link('root ::= p_root\np_root ::= "b"\n', [piece], [bytes(32)])
