@@ -483,6 +483,8 @@ def _parse_regex(pattern: str, flag_letters: str, pos: Pos, source: str):
         raise _error(pos, f"invalid regular expression {source}: {e.msg}{where}") from None
     except ValueError as e:  # e.g. LOCALE with a str pattern
         raise _error(pos, f"invalid regular expression {source}: {e}") from None
+    except OverflowError as e:  # a repetition count past sre's range: a{4294967296} (a fuzz find)
+        raise _error(pos, f"invalid regular expression {source}: {e}") from None
     flags = parsed.state.flags
     if flags & re.LOCALE:
         raise _error(pos, f"the LOCALE flag of {source} is not supported")

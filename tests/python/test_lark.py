@@ -600,6 +600,7 @@ ERRORS = [
     ('start: /(?>a)/', 1, 8, "atomic group"),
     ('start: /a/l', 1, 8, "LOCALE"),
     ('start: /a(/', 1, 8, "invalid regular expression"),
+    ('start: /a{4294967296}/', 1, 8, "repetition number is too large"),  # (sre's OverflowError: a fuzz find)
     ('start: A\nA: "a" B\nB: A', 2, 1, "recursion in terminal"),
     ('start: A\nA: "a" b\nb: "b"', 2, 8, "rules are not allowed inside terminals"),
     ('start: "a" ~ 3..2', 1, 12, "bad repetition range"),
