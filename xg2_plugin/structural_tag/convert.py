@@ -117,13 +117,19 @@ def json_schema_piece(schema, path: str, *, any_order=False, max_whitespace_cnt=
 
 def json_schema_linked_piece(schema, path: str, follow: bytes, *, any_order=False, max_whitespace_cnt=None) -> Piece:
     """A JSON schema's grammar as a :class:`~xg2_plugin.linking.Piece`, cached by
-    content, compiled on first sight for the follow set ``follow``."""
-    canon = canonical_schema(schema, path)
+    content (its repr: JSON values of equal repr are equal, and it costs half of
+    json.dumps, for each of a request's tools), compiled on first sight for the
+    follow set ``follow``."""
+    try:
+        key = repr(schema)
+    except RecursionError:
+        raise GrammarError(f"{path}: the schema nests too deeply") from None
     opts = (bool(any_order), max_whitespace_cnt)
 
     def make() -> Piece:
         from ..json_schema import json_schema_to_ebnf
 
+        canon = canonical_schema(schema, path)
         try:
             ebnf = json_schema_to_ebnf(json.loads(canon), any_whitespace=True, strict_mode=True,
                                        max_whitespace_cnt=opts[1], any_order=opts[0])
@@ -136,7 +142,7 @@ def json_schema_linked_piece(schema, path: str, follow: bytes, *, any_order=Fals
             raise type(e)(f"{path}: {e}") from None
         return piece
 
-    return _cached_piece(("json-linked", canon, opts), make)
+    return _cached_piece(("json-linked", key, opts), make)
 
 
 def _check_piece(path: str, make_grammar) -> None:
@@ -481,7 +487,7 @@ class _Converter:
                 raise GrammarError(f"{tpath}.begin: {tag.begin!r} begins with more than one trigger {hits}")
             content = self.emit(tag.content, f"{tpath}.content", self.end_strings(tag.end, f"{tpath}.end"))
             end = self.edge(tag.end, f"{tpath}.end")
-            groups[hits[0]].append(f"({self.lit(tag.begin[len(hits[0]):])} {content} {end})")
+            groups[hits[0]].append((f"{self.lit(tag.begin[len(hits[0]):])} {content}", end))
             if f.at_least_one:  # (the tags whole, for the first one: only then)
                 full.append(f"({self.lit(tag.begin)} {content} {end})")
         if not f.tags:
@@ -498,12 +504,12 @@ class _Converter:
             if not all(x is not None for x in token_ids):
                 raise GrammarError(f"{path}.triggers: some triggers are special tokens of the vocabulary "
                                    "and some are text; they cannot share one dispatch")
-            pairs = [(tid, self.rule("group", " | ".join(groups[t]))) for tid, t in zip(token_ids, triggers)]
+            pairs = [(tid, self.rule("group", _group_body(groups[t]))) for tid, t in zip(token_ids, triggers)]
             body = self.dispatch_body(pairs, not f.stop_after_first, [], token_level=True)
         else:
             for i, t in enumerate(triggers):
                 self.check_text_trigger(t, f"{path}.triggers[{i}]")
-            pairs = [(ebnf_string_literal(t), self.rule("group", " | ".join(groups[t]))) for t in triggers]
+            pairs = [(ebnf_string_literal(t), self.rule("group", _group_body(groups[t]))) for t in triggers]
             body = self.dispatch_body(pairs, not f.stop_after_first, excludes)
         dispatch = self.rule("dispatch", body)
         if f.at_least_one:  # the first tag at the start, then free text and more tags
@@ -588,6 +594,15 @@ class _Converter:
             pairs.append((tid, self.rule("case", self.emit(fmt, f"{path}.rules[{i}][1]"))))
         excl = self.token_list(f.exclude_tokens, path + ".exclude_tokens")
         return self.token_dispatch(pairs, f.loop, excl, path + ".rules")
+
+
+def _group_body(tags: List[Tuple[str, str]]) -> str:
+    """The tags a trigger starts, as (begin and content, end) pairs: one choice, its
+    common end after it when they share one (the choice, new in each request's
+    grammar, is then determinised without an end per tag)."""
+    if len({end for _, end in tags}) == 1:
+        return "(" + " | ".join(f"({x})" for x, _ in tags) + f") {tags[0][1]}"
+    return " | ".join(f"({x} {end})" for x, end in tags)
 
 
 def _convert(value, tokenizer_info) -> Tuple[str, _Converter]:
