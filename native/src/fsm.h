@@ -107,6 +107,10 @@ XG2_HIDDEN int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *in
 XG2_HIDDEN int xg2__dfa_finish(const xg2_dfa *d, const char *name, int minimise, xg2_dfa *out);
 
 /* TagDispatch (tag_dispatch.c): the automaton of XE_DISPATCH `expr` ... */
+/* A choice of paths of literal bytes and rule references, then a common tail, whose
+ * paths are prefix-free: its DFA built straight as a trie (trie_dfa.c; *built 0 for
+ * any other shape). */
+XG2_HIDDEN int xg2__trie_dfa(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, xg2_dfa *out, int *built);
 XG2_HIDDEN int xg2__dispatch_build(const xg2_ir *ir, uint32_t expr, const char *name, xg2_dfa *out);
 /* ... and the checks the parser makes (no automaton): XG2_OK, or an error
  * naming the excluded string found in a trigger or the limit exceeded. */

@@ -1047,9 +1047,13 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
             }
             continue;
         }
+        int built = 0;
         if (ru->ext) {
             if ((rc = stand_in_dfa(g->ext[ru->ext - 1], &dfa[r]))) goto out;
-        } else if ((rc = xg2__fsm_build(ir, ru->body, inl, &regions, r, 0, &dfa[r]))) {
+        } else if (region[r] == UINT32_MAX && ru->lookahead < 0 &&
+                   (rc = xg2__trie_dfa(ir, ru->body, inl, &dfa[r], &built))) {
+            goto out;
+        } else if (!built && (rc = xg2__fsm_build(ir, ru->body, inl, &regions, r, 0, &dfa[r]))) {
             if (rc == XG2__LOOP_CONFLICT) *conflict = dfa[r].conflict_expr;
             goto out;
         }

@@ -115,3 +115,62 @@ def test_a_piece_root_defined_in_the_text_is_an_error():
     piece = linking.Piece('root ::= "a"\n', "p_")
     with pytest.raises(xgr.GrammarError, match="defined twice"):
         linking.link('root ::= p_root\np_root ::= "b"\n', [piece], [bytes(32)])
+
+
+def _tool_named(name, i):
+    t = _tool(i)
+    return {"name": name, "parameters": t["parameters"]}
+
+
+def _call_verdict(tools, text):
+    """The oracle: free text, then calls `<function=NAME>ARGS</function>` with NAME one of
+    the tools and ARGS valid under its schema (jsonschema), then free text."""
+    import re as _re
+    import jsonschema
+
+    by_name = {t["name"]: t["parameters"] for t in tools}
+    pos = 0
+    for m in _re.finditer(r"<function=", text):
+        if m.start() < pos:
+            return False
+        rest = text[m.end():]
+        name, gt, after = rest.partition(">")
+        if not gt or name not in by_name:
+            return False
+        body, sep, _ = after.partition("</function>")
+        if not sep:
+            return False
+        try:
+            jsonschema.validate(json.loads(body), by_name[name])
+        except (ValueError, jsonschema.ValidationError):
+            return False
+        if body != json.dumps(json.loads(body)):  # (the oracle's calls are written as json.dumps writes them)
+            return False
+        pos = m.end() + len(name) + 1 + len(body) + len("</function>")
+    return True
+
+
+def test_a_tag_choice_built_as_a_trie_accepts_exactly_its_tools(deepseek):
+    """The choice among a request's tool names is built straight as a trie
+    (native/src/trie_dfa.c); names that are prefixes of others, two names with one
+    schema, names sharing long suffixes: every verdict equals the oracle's."""
+    names = ["get", "get_weather", "get_weather_now", "set_weather", "a.b", "a.bc", "x", "xy"]
+    tools = [_tool_named(n, i % 4) for i, n in enumerate(names)]  # (i % 4: schemas shared by several names)
+    compiler = xgr.GrammarCompiler(deepseek.info)
+    compiled = compiler.compile_structural_tag(json.dumps(_llama_tag(tools)))
+    texts = []
+    for t in tools:
+        i = names.index(t["name"]) % 4
+        args = {f"n_{i}": 5, "label": "ok", "mode": "fast"}
+        texts += [f"hi <function={t['name']}>{json.dumps(args)}</function>",
+                  f"<function={t['name']}>{json.dumps({**args, f'n_{i}': 'five'})}</function>",
+                  f"<function={t['name']}_>{json.dumps(args)}</function>",
+                  f"<function={t['name'][:-1]}>{json.dumps(args)}</function> and more"]
+    texts += ["plain text only", "<function=ge>{}</function>", "<function=>{}</function>"]
+    verdicts = []
+    for text in texts:
+        m = xgr.GrammarMatcher(compiled)
+        ours = m.accept_string(text) and m.is_completed()
+        assert ours == _call_verdict(tools, text), text
+        verdicts.append(ours)
+    assert sum(verdicts) >= len(tools) + 1 and not all(verdicts)
