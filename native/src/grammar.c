@@ -1358,6 +1358,14 @@ int xg2__grammar_link_ir(xg2_grammar *g) {
 /* ---- public API ---- */
 
 void xg2__grammar_destroy(xg2_grammar *g) {
+    for (uint32_t i = 0; i < g->n_linked; i++) {
+        xg2_grammar_free((xg2_grammar *)g->linked[i]);
+        xg2__free(g->linked_rmap[i]);
+        xg2__free(g->linked_prefix[i]);
+    }
+    xg2__free(g->linked);
+    xg2__free(g->linked_rmap);
+    xg2__free(g->linked_prefix);
     xg2__ir_free(&g->ir);
     unlink_grammar(g);
     xg2__free(g);
@@ -1388,10 +1396,31 @@ int xg2_grammar_from_ebnf(const char *text, size_t len, const char *root, xg2_gr
     return XG2_OK;
 }
 
+/* A linked grammar's whole IR, its pieces' expressions written in (for printing). */
+static int whole_ir(const xg2_grammar *g, xg2_ir *out) {
+    uint32_t n = g->ir.rules.n;
+    uint32_t *same = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
+    int rc = same ? xg2__ir_init(out) : XG2_NOMEM();
+    if (!rc && vec_reserve(&out->rules, n)) rc = XG2_NOMEM();
+    if (!rc) {
+        out->rules.n = n;
+        for (uint32_t r = 0; r < n; r++) same[r] = r;
+        rc = xg2__ir_append(out, &g->ir, same, NULL);
+    }
+    for (uint32_t i = 0; i < g->n_linked && !rc; i++)
+        rc = xg2__ir_append(out, &g->linked[i]->ir, g->linked_rmap[i], g->linked_prefix[i]);
+    out->root = g->ir.root;
+    xg2__free(same);
+    return rc;
+}
+
 int xg2_grammar_print(const xg2_grammar *g, char *buf, size_t cap, size_t *len) {
     if (!g || !len || (cap && !buf)) return xg2__fail(XG2_ERR_ARG, "NULL argument");
     xg2_charvec o = {0};
-    int rc = xg2__ir_print(&g->ir, &o);
+    xg2_ir whole = {0};
+    int rc = g->n_linked ? whole_ir(g, &whole) : XG2_OK;
+    if (!rc) rc = xg2__ir_print(g->n_linked ? &whole : &g->ir, &o);
+    xg2__ir_free(&whole);
     if (rc) { vec_free(&o); return rc; }
     *len = o.n;
     if (cap) memcpy(buf, o.a, o.n < cap ? o.n : cap);

@@ -99,6 +99,12 @@ struct xg2_grammar {
     xg2_byteset root_first, root_follow;
     uint64_t root_h[2];
     const struct xg2_grammar *const *ext; /* while building a linked grammar: the pieces (ir.h ext) */
+    /* A linked grammar's pieces (retained), for printing: their rules' IR here is names
+     * and attributes only (grammar_link.c); per piece its rule map and name prefix. */
+    const struct xg2_grammar **linked;
+    uint32_t n_linked;
+    uint32_t **linked_rmap;
+    char **linked_prefix;
     uint8_t token_kinds; /* bit 1: some Token rule, bit 2: some ExcludeToken rule */
     uint8_t has_budgets; /* some rule has max_tokens or max_chars */
     size_t memory_bytes;

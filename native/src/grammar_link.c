@@ -230,7 +230,8 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
     for (uint32_t i = 0; i < n; i++) {
         if (pb[i].rule_at == XG2_NONE) continue;
         const xg2_ir *pi = &pieces[i]->ir;
-        ne += pi->exprs.n, np += pi->pool.n, nby += pi->bytes.n, nna += pi->names.n;
+        nna += pi->names.n + (uint64_t)pi->rules.n * (prefixes && prefixes[i] ? strlen(prefixes[i]) : 0);
+        if (pieces[i]->token_kinds) ne += pi->exprs.n, np += pi->pool.n, nby += pi->bytes.n; /* (copied whole) */
     }
     if (vec_reserve(&m->ir.rules, nr) || vec_reserve(&m->ir.exprs, ne) || vec_reserve(&m->ir.pool, np) ||
         vec_reserve(&m->ir.bytes, nby) || vec_reserve(&m->ir.names, nna)) {
@@ -238,8 +239,35 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
         goto out;
     }
     m->ir.rules.n = (uint32_t)nr;
-    for (uint32_t i = 0; i < n && !rc; i++)
-        if (pb[i].rule_at != XG2_NONE) rc = xg2__ir_append(&m->ir, &pieces[i]->ir, pb[i].rmap, prefixes ? prefixes[i] : NULL);
+    /* A piece's rules keep their names and attributes here, their expressions stay in
+     * the piece (retained, for printing): a third of what linking would copy.  Unless
+     * the piece has Token rules, whose bodies binding to a vocabulary reads. */
+    m->linked = xg2__calloc(n ? n : 1, sizeof *m->linked);
+    m->linked_rmap = xg2__calloc(n ? n : 1, sizeof *m->linked_rmap);
+    m->linked_prefix = xg2__calloc(n ? n : 1, sizeof *m->linked_prefix);
+    if (!m->linked || !m->linked_rmap || !m->linked_prefix) { rc = XG2_NOMEM(); goto out; }
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        if (pb[i].rule_at == XG2_NONE) continue;
+        const char *prefix = prefixes ? prefixes[i] : NULL;
+        if (pieces[i]->token_kinds) {
+            rc = xg2__ir_append(&m->ir, &pieces[i]->ir, pb[i].rmap, prefix);
+            continue;
+        }
+        if ((rc = xg2__ir_stub_rules(&m->ir, &pieces[i]->ir, pb[i].rmap, prefix))) break;
+        size_t plen = prefix ? strlen(prefix) : 0;
+        char *copy = xg2__malloc(plen + 1);
+        if (!copy) { rc = XG2_NOMEM(); break; }
+        if (plen) memcpy(copy, prefix, plen);
+        copy[plen] = 0;
+        uint32_t k = m->n_linked++;
+        xg2__grammar_retain(pieces[i]);
+        m->linked[k] = pieces[i];
+        m->linked_rmap[k] = pb[i].rmap;
+        m->linked_prefix[k] = copy;
+        pb[i].rmap = NULL; /* (m's now) */
+        const xg2_ir *pi = &pieces[i]->ir; /* (counted as if copied: a grammar's bytes say what it keeps alive) */
+        m->memory_bytes += pi->exprs.n * sizeof(xg2_expr) + pi->pool.n * 4u + pi->bytes.n + pi->names.n;
+    }
     m->root = b->root;
     m->root_first = b->root_first;
     m->root_follow = b->root_follow;
@@ -300,7 +328,7 @@ int xg2_grammar_link(const char *text, size_t len, const char *root, uint32_t n,
         else {
             m->refs = 1;
             rc = merge(b, n, (const xg2_grammar *const *)pieces, prefixes, pb, m);
-            if (!rc) m->memory_bytes = xg2__grammar_memory(m);
+            if (!rc) m->memory_bytes += xg2__grammar_memory(m);
         }
     }
     for (uint32_t i = 0; i < n; i++) xg2__free(pb[i].rmap);

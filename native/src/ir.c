@@ -297,6 +297,29 @@ int xg2__ir_append(xg2_ir *dst, const xg2_ir *src, const uint32_t *rule_map, con
     return XG2_OK;
 }
 
+/* Write each src rule r as dst rule rule_map[r] with its name (after `prefix`) and
+ * attributes but an empty body: the rule's tables are elsewhere (a linked piece's),
+ * and its expressions are appended only to print it (grammar_link.c). */
+int xg2__ir_stub_rules(xg2_ir *dst, const xg2_ir *src, const uint32_t *rule_map, const char *prefix) {
+    size_t plen = prefix ? strlen(prefix) : 0;
+    for (uint32_t r = 0; r < src->rules.n; r++) {
+        xg2_rule_ir ru = src->rules.a[r];
+        const char *name = xg2__ir_name(src, r);
+        size_t len = strlen(name);
+        if (vec_reserve(&dst->names, (uint64_t)dst->names.n + plen + len + 1)) return XG2_NOMEM();
+        ru.name = dst->names.n;
+        if (plen) memcpy(dst->names.a + dst->names.n, prefix, plen);
+        memcpy(dst->names.a + dst->names.n + plen, name, len + 1);
+        dst->names.n += (uint32_t)(plen + len + 1);
+        ru.body = 0;
+        ru.lookahead = -1;
+        ru.ext = 0;
+        dst->rules.a[rule_map[r]] = ru;
+    }
+    unindex_names(dst);
+    return XG2_OK;
+}
+
 /* ---- character classes ---- */
 
 static int cmp_range(const void *a, const void *b) {

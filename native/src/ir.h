@@ -180,6 +180,7 @@ XG2_HIDDEN int xg2__ir_normalize(xg2_ir *ir);
  * rule r as dst rule rule_map[r] (dst->rules must already hold every target), its name
  * after `prefix` (NULL: as it is). */
 XG2_HIDDEN int xg2__ir_append(xg2_ir *dst, const xg2_ir *src, const uint32_t *rule_map, const char *prefix);
+XG2_HIDDEN int xg2__ir_stub_rules(xg2_ir *dst, const xg2_ir *src, const uint32_t *rule_map, const char *prefix);
 
 /* Turn the counted loop `expr` into an RK_REPEAT rule reference (in place),
  * for when its automaton cannot keep the loop apart from what surrounds it. */
