@@ -1377,12 +1377,12 @@ void xg2_grammar_free(xg2_grammar *g) {
     if (g && XG2_REF_DEC(g) == 0) xg2__grammar_destroy(g);
 }
 
-int xg2_grammar_from_ebnf(const char *text, size_t len, const char *root, xg2_grammar **out) {
-    xg2__clear_error();
-    if (!text || !root || !out) return xg2__fail(XG2_ERR_ARG, "NULL argument");
+int xg2__grammar_build(const char *text, size_t len, const char *root, const uint8_t *root_follow,
+                       xg2_grammar **out) {
     xg2_grammar *g = xg2__calloc(1, sizeof *g);
     if (!g) return xg2__budget_status(XG2_NOMEM(), "starting");
     g->refs = 1;
+    if (root_follow) memcpy(&g->root_follow, root_follow, sizeof g->root_follow);
     int rc = xg2__ir_init(&g->ir);
     if (rc) rc = XG2_NOMEM();
     if (!rc) rc = xg2__ebnf_parse(&g->ir, text, len, root);
@@ -1394,6 +1394,12 @@ int xg2_grammar_from_ebnf(const char *text, size_t len, const char *root, xg2_gr
     }
     *out = g;
     return XG2_OK;
+}
+
+int xg2_grammar_from_ebnf(const char *text, size_t len, const char *root, xg2_grammar **out) {
+    xg2__clear_error();
+    if (!text || !root || !out) return xg2__fail(XG2_ERR_ARG, "NULL argument");
+    return xg2__grammar_build(text, len, root, NULL, out);
 }
 
 /* A linked grammar's whole IR, its pieces' expressions written in (for printing). */

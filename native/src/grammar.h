@@ -114,6 +114,9 @@ XG2_HIDDEN void xg2__grammar_retain(const xg2_grammar *g);
 /* Build the runtime tables of g from its normalised IR (g->ext set for a linked grammar's
  * stand-ins); free a grammar whatever it holds; the bytes it holds. */
 XG2_HIDDEN int xg2__grammar_link_ir(xg2_grammar *g);
+/* Parse and build a grammar whose root is followed by root_follow (32 bytes; NULL: nothing). */
+XG2_HIDDEN int xg2__grammar_build(const char *text, size_t len, const char *root, const uint8_t *root_follow,
+                                  xg2_grammar **out);
 XG2_HIDDEN void xg2__grammar_destroy(xg2_grammar *g);
 XG2_HIDDEN size_t xg2__grammar_memory(const xg2_grammar *g);
 /* The byte groups (xg2__byte_group) wholly inside `bytes`: a set's 64-bit summary. */

@@ -30,20 +30,7 @@ int xg2_grammar_from_ebnf_piece(const char *text, size_t len, const char *root, 
                                 xg2_grammar **out) {
     xg2__clear_error();
     if (!text || !root || !follow || !out) return xg2__fail(XG2_ERR_ARG, "NULL argument");
-    xg2_grammar *g = xg2__calloc(1, sizeof *g);
-    if (!g) return xg2__budget_status(XG2_NOMEM(), "starting");
-    g->refs = 1;
-    memcpy(&g->root_follow, follow, sizeof g->root_follow);
-    int rc = xg2__ir_init(&g->ir) ? XG2_NOMEM() : XG2_OK;
-    if (!rc) rc = xg2__ebnf_parse(&g->ir, text, len, root);
-    if (!rc) rc = xg2__grammar_link_ir(g);
-    rc = xg2__budget_status(rc, "building the grammar");
-    if (rc) {
-        xg2__grammar_destroy(g);
-        return rc;
-    }
-    *out = g;
-    return XG2_OK;
+    return xg2__grammar_build(text, len, root, follow, out);
 }
 
 size_t xg2_grammar_memory_bytes(const xg2_grammar *g) { return g ? g->memory_bytes : 0; }
