@@ -16,7 +16,7 @@ import re
 import threading
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ._errors import check
+from ._errors import InternalError, check
 from ._native import ffi, lib
 from .grammar import Grammar
 
@@ -158,7 +158,7 @@ def link(text: str, pieces: List[Piece], guesses: List[bytes], root: str = "root
             lib.xg2_grammar_root_follow(handles[i], have)
             if bytes(have) != want:
                 handles[i] = p.handle(want)
-    else:  # pragma: no cover - the core asks once for what it needs
-        raise RuntimeError("linking did not settle on the pieces' follow sets")
+    else:  # (the second call has what the first asked for: the pieces' FIRST sets do not change)
+        raise InternalError("linking did not settle on the pieces' follow sets")
     handle = ffi.gc(out[0], lib.xg2_grammar_free, size=int(lib.xg2_grammar_memory_bytes(out[0])))
     return _LinkedGrammar(handle, text, pieces, root)
