@@ -212,12 +212,29 @@ ts = [threading.Thread(target=run) for _ in range(2)]
 result = f"{wrong[0]} wrong of {calls[0]} answers, {errors[0]} refused with the library's error"
 assert wrong[0] == 0, result
 """),
+    ("tag_2000_tools", "a structural tag of 2,000 tools, each schema its own", True, """
+tags = [{"type": "tag", "begin": f"<function=f{i}>", "end": "</function>", "content": {"type": "json_schema",
+         "json_schema": {"type": "object", "properties": {f"p{i}": {"type": "integer", "minimum": i}},
+                         "required": [f"p{i}"]}}} for i in range(2000)]
+tag = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<function="], "tags": tags}}
+m = xgr.GrammarMatcher(compiler.compile_structural_tag(json.dumps(tag)))
+assert m.accept_string('<function=f7>{"p7": 9}</function>')
+result = "compiled, a call accepted"
+"""),
+    ("tag_20000_tools", "a structural tag of 20,000 tools, each schema its own", True, """
+tags = [{"type": "tag", "begin": f"<function=f{i}>", "end": "</function>", "content": {"type": "json_schema",
+         "json_schema": {"type": "object", "properties": {f"p{i}": {"type": "integer", "minimum": i}},
+                         "required": [f"p{i}"]}}} for i in range(20000)]
+tag = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<function="], "tags": tags}}
+compiler.compile_structural_tag(json.dumps(tag))
+result = "compiled"
+"""),
 ]
 
 
 # What a case must end in: "error" (one of the library's exceptions), "ok" (a result, its
 # asserts holding); any other case may do either, within the caps.
-EXPECT = {'float_index': 'error', 'np_float_index': 'error', 'accept_token_float': 'error', 'accept_token_str': 'error', 'accept_token_bool': 'error', 'rollback_float': 'error', 'accept_string_int': 'error', 'nan_bound': 'error', 'valid_wide_number': 'ok', 'compiler_resets_limit': 'ok', 'two_threads_one_matcher': 'ok', 'cache_5000_schemas': 'ok', 'history_1m_tokens': 'ok'}
+EXPECT = {'float_index': 'error', 'np_float_index': 'error', 'accept_token_float': 'error', 'accept_token_str': 'error', 'accept_token_bool': 'error', 'rollback_float': 'error', 'accept_string_int': 'error', 'nan_bound': 'error', 'valid_wide_number': 'ok', 'compiler_resets_limit': 'ok', 'two_threads_one_matcher': 'ok', 'cache_5000_schemas': 'ok', 'history_1m_tokens': 'ok', 'tag_2000_tools': 'ok'}
 
 
 def run_case(name: str, body: str, needs_vocab: bool, timeout: float, memory_gb: float) -> Dict[str, object]:
