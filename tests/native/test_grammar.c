@@ -596,11 +596,51 @@ TEST(linked_pieces) {
     xg2_vocab_free(v);
 }
 
+
+/* A choice of literal-then-rule paths is built straight as a trie (trie_dfa.c); one
+ * where a path runs on past another's end takes the generic route.  P and Q recurse
+ * and are no choices, so they stay rules (references, not expanded in place). */
+TEST(tag_choice_trie) {
+    const char *toks[257];
+    static char bytes[256][2];
+    for (int i = 0; i < 256; i++) { bytes[i][0] = (char)(i ? i : 1); toks[i] = bytes[i]; }
+    toks[256] = "</s>";
+    int32_t stop = 256;
+    xg2_vocab *v = make_vocab(XG2_VOCAB_RAW, toks, 257, 257, NULL, 0, &stop, 1);
+    const char *trie = "root ::= ((\"ab>\" P) | (\"ac>\" Q \"!\" P) | (\"b>\" P) | (\"abc>\" Q)) \"</e>\"\n"
+                       "P ::= \"p\" (\"(\" P \")\")?\nQ ::= \"q\" (\"[\" Q \"]\")?";
+    const char *prefix = "root ::= ((\"a\" P) | (\"a\" P \"z\" Q)) \"</e>\"\n"
+                         "P ::= \"p\" (\"(\" P \")\")?\nQ ::= \"q\" (\"[\" Q \"]\")?";
+    xg2_grammar *g = MAKE_GRAMMAR(trie);
+    if (g) {
+        CHECK(accepts(g, v, "ab>p</e>"));
+        CHECK(accepts(g, v, "ab>p(p(p))</e>"));
+        CHECK(accepts(g, v, "ac>q[q]!p</e>"));
+        CHECK(accepts(g, v, "b>p</e>"));
+        CHECK(accepts(g, v, "abc>q</e>"));
+        CHECK(!accepts(g, v, "ab>q</e>"));
+        CHECK(!accepts(g, v, "ac>q</e>"));
+        CHECK(!accepts(g, v, "abc>p</e>"));
+        CHECK(!accepts(g, v, "a>p</e>"));
+        CHECK(!accepts(g, v, "ab>p</e"));
+        xg2_grammar_free(g);
+    }
+    g = MAKE_GRAMMAR(prefix);
+    if (g) {
+        CHECK(accepts(g, v, "ap</e>"));
+        CHECK(accepts(g, v, "ap(p)zq[q]</e>"));
+        CHECK(!accepts(g, v, "apz</e>"));
+        CHECK(!accepts(g, v, "aq</e>"));
+        xg2_grammar_free(g);
+    }
+    xg2_vocab_free(v);
+}
+
 int main(int argc, char **argv) {
     return RUN_TESTS(argc, argv, T_(print_round_trip), T_(print_caps), T_(syntax_errors_name_line_and_column),
                      T_(undefined_and_duplicate_rules), T_(deep_nesting_is_an_error_not_a_crash), T_(wide_grammars),
                      T_(long_literals_compile_fast),
                      T_(huge_repetition_bounds), T_(counted_repetition_matches_exactly), T_(lookahead_syntax),
                      T_(grammars_matching_nothing), T_(macros), T_(reference_counting),
-                     T_(linked_pieces));
+                     T_(linked_pieces), T_(tag_choice_trie));
 }
