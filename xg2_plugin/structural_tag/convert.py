@@ -255,6 +255,7 @@ class _Converter:
         self.nodes = 0
         self.attrs: Dict[str, str] = {}  # rule -> its attributes ("[max_tokens=3]")
         self.linked: Dict[str, Tuple[Piece, bytes]] = {}  # root -> piece linked in, its likely follow set
+        self.follows: Dict[Tuple[str, ...], bytes] = {}  # a tag's end strings -> their first bytes
 
     def rule(self, hint: str, body: str) -> str:
         self.count += 1
@@ -357,7 +358,9 @@ class _Converter:
 
             words = self.text_excludes(f.excludes, f"{path}.excludes", keep_special=True)
             schema = exclude_words(schema, words, f"{path}.json_schema", f"{path}.excludes")
-        follow = follow_of_strings([e for e in ends if not self.lit(e).startswith("Token(")])
+        follow = self.follows.get(ends)
+        if follow is None:  # (the same ends for every tool of a tag list)
+            follow = self.follows[ends] = follow_of_strings([e for e in ends if not self.lit(e).startswith("Token(")])
         piece = json_schema_linked_piece(schema, f"{path}.json_schema", follow, any_order=f.any_order,
                                          max_whitespace_cnt=f.max_whitespace_cnt)
         self.linked.setdefault(piece.root, (piece, follow))
