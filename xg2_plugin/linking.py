@@ -107,10 +107,12 @@ class Piece:
                 del self._grammars[next(iter(self._grammars))]
         return handle
 
-    def latest(self):
-        """The handle last compiled (its follow set is the likeliest), or None."""
+    def likeliest(self, guess: bytes):
+        """The handle for the follow set ``guess`` if built, else the one built last (a
+        tool mostly ends the same way), else one built for ``guess``."""
         with self._lock:
-            return next(reversed(self._grammars.values()), None)
+            hit = self._grammars.get(guess) or next(reversed(self._grammars.values()), None)
+        return hit if hit is not None else self.handle(guess)
 
     def memory_bytes(self) -> int:
         with self._lock:
@@ -144,7 +146,7 @@ def link(text: str, pieces: List[Piece], guesses: List[bytes], root: str = "root
     text_utf8 = text.encode("utf-8")
     names = ffi.new("char *[]", [p._root_utf8 for p in pieces])
     prefixes = ffi.new("char *[]", [p._prefix_utf8 for p in pieces])
-    handles = [p.latest() or p.handle(g) for p, g in zip(pieces, guesses)]
+    handles = [p.likeliest(g) for p, g in zip(pieces, guesses)]
     need = ffi.new("uint8_t[]", 32 * max(n, 1))
     have = ffi.new("uint8_t[32]")
     out = ffi.new("xg2_grammar **")
