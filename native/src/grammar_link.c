@@ -272,8 +272,11 @@ int xg2_grammar_link(const char *text, size_t len, const char *root, uint32_t n,
     if (!text || !root || !out || (n && (!names || !pieces || !need_follow))) return xg2__fail(XG2_ERR_ARG, "NULL argument");
     *out = NULL;
     if (n > XG2_MAX_RULES) return xg2__fail(XG2_ERR_LIMIT, "more than %d pieces", XG2_MAX_RULES);
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         if (!names[i] || !pieces[i]) return xg2__fail(XG2_ERR_ARG, "piece %u: NULL name or grammar", i);
+        if (pieces[i]->n_linked) /* (its pieces' expressions are not in it: one level of linking) */
+            return xg2__fail(XG2_ERR_ARG, "piece %u (\"%s\") is itself a linked grammar", i, names[i]);
+    }
     xg2_grammar *b = xg2__calloc(1, sizeof *b), *m = NULL;
     piece_base *pb = xg2__calloc(n ? n : 1, sizeof *pb);
     if (!b || !pb) { xg2__free(b); xg2__free(pb); return xg2__budget_status(XG2_NOMEM(), "starting"); }

@@ -591,6 +591,15 @@ TEST(linked_pieces) {
     xg2_grammar *two[] = {p1, p1};
     CHECK_RC(xg2_grammar_link(text, strlen(text), "root", 2, dup_names, two, NULL, need, &g), XG2_ERR_ARG);
     CHECK_RC(xg2_grammar_from_ebnf_piece(piece_text, strlen(piece_text), "root", NULL, &p0), XG2_ERR_ARG);
+    /* a linked grammar is no piece (one level of linking) */
+    xg2_grammar *linked = NULL;
+    CHECK_RC(xg2_grammar_link(text, strlen(text), "root", 1, names, &p1, prefixes, need, &linked), XG2_OK);
+    if (linked) {
+        const char *outer = "root ::= \"<\" inner \">\"";
+        const char *inner_name[] = {"inner"};
+        CHECK_RC(xg2_grammar_link(outer, strlen(outer), "root", 1, inner_name, &linked, NULL, need, &g), XG2_ERR_ARG);
+        xg2_grammar_free(linked);
+    }
     xg2_grammar_free(p0);
     xg2_grammar_free(p1);
     xg2_vocab_free(v);
