@@ -518,6 +518,16 @@ TEST(reference_counting) {
 
 /* ---- linking pieces (grammar_link.c) ---- */
 
+/* A token per byte (byte 0 as "\x01": a NUL-terminated string) and a stop token, 256. */
+static xg2_vocab *byte_vocab(void) {
+    const char *toks[257];
+    static char bytes[256][2];
+    for (int i = 0; i < 256; i++) { bytes[i][0] = (char)(i ? i : 1); toks[i] = bytes[i]; }
+    toks[256] = "</s>";
+    int32_t stop = 256;
+    return make_vocab(XG2_VOCAB_RAW, toks, 257, 257, NULL, 0, &stop, 1);
+}
+
 /* Accepts the whole of `text`, one single-byte token at a time, and ends there? */
 static int accepts(const xg2_grammar *g, const xg2_vocab *v, const char *text) {
     xg2_compiled *c = NULL;
@@ -534,12 +544,7 @@ static int accepts(const xg2_grammar *g, const xg2_vocab *v, const char *text) {
 }
 
 TEST(linked_pieces) {
-    const char *toks[257];
-    static char bytes[256][2];
-    for (int i = 0; i < 256; i++) { bytes[i][0] = (char)(i ? i : 1); toks[i] = bytes[i]; }
-    toks[256] = "</s>";
-    int32_t stop = 256;
-    xg2_vocab *v = make_vocab(XG2_VOCAB_RAW, toks, 257, 257, NULL, 0, &stop, 1);
+    xg2_vocab *v = byte_vocab();
     const char *piece_text = "root ::= \"{\" item (\",\" item)* \"}\"\nitem ::= [a-z]+ | \"n\" root";
     const char *text = "root ::= (\"x=\" obj \";\")+ | \"y\" obj? \";\"";
     uint8_t none[32] = {0}, semi[32] = {0}, need[32];
@@ -610,12 +615,7 @@ TEST(linked_pieces) {
  * where a path runs on past another's end takes the generic route.  P and Q recurse
  * and are no choices, so they stay rules (references, not expanded in place). */
 TEST(tag_choice_trie) {
-    const char *toks[257];
-    static char bytes[256][2];
-    for (int i = 0; i < 256; i++) { bytes[i][0] = (char)(i ? i : 1); toks[i] = bytes[i]; }
-    toks[256] = "</s>";
-    int32_t stop = 256;
-    xg2_vocab *v = make_vocab(XG2_VOCAB_RAW, toks, 257, 257, NULL, 0, &stop, 1);
+    xg2_vocab *v = byte_vocab();
     const char *trie = "root ::= ((\"ab>\" P) | (\"ac>\" Q \"!\" P) | (\"b>\" P) | (\"abc>\" Q)) \"</e>\"\n"
                        "P ::= \"p\" (\"(\" P \")\")?\nQ ::= \"q\" (\"[\" Q \"]\")?";
     const char *prefix = "root ::= ((\"a\" P) | (\"a\" P \"z\" Q)) \"</e>\"\n"
