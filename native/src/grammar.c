@@ -962,11 +962,10 @@ static int stand_in_dfa(const xg2_grammar *piece, xg2_dfa *d) {
     d->final = xg2__calloc(2, 1);
     if (!d->boff || !d->br || !d->roff || !d->final) return XG2_NOMEM();
     uint32_t k = 0;
-    for (unsigned b = byteset_next(&piece->root_first, 0); b < 256;) {
-        unsigned e = b;
-        while (e + 1 < 256 && byteset_has(&piece->root_first, e + 1)) e++;
-        d->br[k++] = (xg2_brange){b, e, 1};
-        b = e + 1 < 256 ? byteset_next(&piece->root_first, e + 1) : 256;
+    for (unsigned c = 0; c < 256; c++) { /* (runs of first bytes, one range each) */
+        if (!byteset_has(&piece->root_first, c)) continue;
+        if (k && d->br[k - 1].hi + 1 == c) d->br[k - 1].hi = c;
+        else d->br[k++] = (xg2_brange){c, c, 1};
     }
     d->boff[1] = d->boff[2] = k;
     d->final[0] = piece->rules[piece->root].nullable;

@@ -220,6 +220,17 @@ uint32_t xg2__ir_new_rule(xg2_ir *ir, const char *base, uint32_t body) {
 
 /* ---- appending another grammar's IR (grammar_link.c) ---- */
 
+/* `prefix` then `name` appended to dst's names; its offset, or UINT32_MAX without memory. */
+static uint32_t add_prefixed_name(xg2_ir *dst, const char *prefix, size_t plen, const char *name) {
+    size_t len = strlen(name);
+    if (vec_reserve(&dst->names, (uint64_t)dst->names.n + plen + len + 1)) return UINT32_MAX;
+    uint32_t at = dst->names.n;
+    if (plen) memcpy(dst->names.a + at, prefix, plen);
+    memcpy(dst->names.a + at + plen, name, len + 1);
+    dst->names.n += (uint32_t)(plen + len + 1);
+    return at;
+}
+
 int xg2__ir_append(xg2_ir *dst, const xg2_ir *src, const uint32_t *rule_map, const char *prefix) {
     uint32_t eb = dst->exprs.n, pb = dst->pool.n, bb = dst->bytes.n, nb = dst->names.n;
     if (vec_reserve(&dst->exprs, (uint64_t)eb + src->exprs.n) || vec_reserve(&dst->pool, (uint64_t)pb + src->pool.n) ||
@@ -280,13 +291,8 @@ int xg2__ir_append(xg2_ir *dst, const xg2_ir *src, const uint32_t *rule_map, con
         xg2_rule_ir ru = src->rules.a[r];
         ru.name += nb;
         if (plen) { /* (a piece's names in its own namespace) */
-            const char *name = xg2__ir_name(src, r);
-            size_t len = strlen(name);
-            if (vec_reserve(&dst->names, (uint64_t)dst->names.n + plen + len + 1)) return XG2_NOMEM();
-            ru.name = dst->names.n;
-            memcpy(dst->names.a + dst->names.n, prefix, plen);
-            memcpy(dst->names.a + dst->names.n + plen, name, len + 1);
-            dst->names.n += (uint32_t)(plen + len + 1);
+            ru.name = add_prefixed_name(dst, prefix, plen, xg2__ir_name(src, r));
+            if (ru.name == UINT32_MAX) return XG2_NOMEM();
         }
         ru.body += eb;
         if (ru.lookahead >= 0) ru.lookahead += (int32_t)eb;
@@ -304,13 +310,8 @@ int xg2__ir_stub_rules(xg2_ir *dst, const xg2_ir *src, const uint32_t *rule_map,
     size_t plen = prefix ? strlen(prefix) : 0;
     for (uint32_t r = 0; r < src->rules.n; r++) {
         xg2_rule_ir ru = src->rules.a[r];
-        const char *name = xg2__ir_name(src, r);
-        size_t len = strlen(name);
-        if (vec_reserve(&dst->names, (uint64_t)dst->names.n + plen + len + 1)) return XG2_NOMEM();
-        ru.name = dst->names.n;
-        if (plen) memcpy(dst->names.a + dst->names.n, prefix, plen);
-        memcpy(dst->names.a + dst->names.n + plen, name, len + 1);
-        dst->names.n += (uint32_t)(plen + len + 1);
+        ru.name = add_prefixed_name(dst, prefix, plen, xg2__ir_name(src, r));
+        if (ru.name == UINT32_MAX) return XG2_NOMEM();
         ru.body = 0;
         ru.lookahead = -1;
         ru.ext = 0;

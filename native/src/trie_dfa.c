@@ -196,11 +196,9 @@ int xg2__trie_dfa(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, x
         uint32_t n = path_items(ir, ir->pool.a[c->a + i], inline_rule, &one, &items);
         /* (only tags' shape: literal text first, a rule later -- other choices keep the
          * generic route, which merges their common suffixes and caches their automata) */
-        int tag_like = n >= 2 && ir->exprs.a[items[0]].kind == XE_BYTES;
-        for (uint32_t k = 1, refs = 0; tag_like && k <= n; k++) {
-            if (k == n) { tag_like = refs > 0; break; }
-            refs += ir->exprs.a[items[k]].kind == XE_REF;
-        }
+        uint32_t refs = 0;
+        for (uint32_t k = 1; k < n; k++) refs += ir->exprs.a[items[k]].kind == XE_REF;
+        int tag_like = n >= 2 && ir->exprs.a[items[0]].kind == XE_BYTES && refs > 0;
         ok = tag_like && add_path(&t, ir, items, n, 0, LEAF, LEAF) == LEAF;
     }
     uint32_t final_node = LEAF;

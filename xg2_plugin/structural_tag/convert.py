@@ -97,15 +97,19 @@ def canonical_schema(schema, path: str) -> str:
         raise GrammarError(f"{path}: the schema is not JSON-serialisable: {e}") from None
 
 
-def _json_rules(canon: str, opts: tuple, path: str) -> Tuple[Dict[str, str], str]:
+def _json_ebnf(canon: str, opts: tuple, path: str) -> str:
+    """A schema's EBNF through our front-end; its errors name ``path``."""
     from ..json_schema import json_schema_to_ebnf
 
     try:
-        ebnf = json_schema_to_ebnf(json.loads(canon), any_whitespace=True, strict_mode=True,
+        return json_schema_to_ebnf(json.loads(canon), any_whitespace=True, strict_mode=True,
                                    max_whitespace_cnt=opts[1], any_order=opts[0])
     except XG2Error as e:
         raise type(e)(f"{path}: {e}") from None
-    return rename_rules(ebnf, f"js{_digest(canon, opts)}_")
+
+
+def _json_rules(canon: str, opts: tuple, path: str) -> Tuple[Dict[str, str], str]:
+    return rename_rules(_json_ebnf(canon, opts, path), f"js{_digest(canon, opts)}_")
 
 
 def json_schema_piece(schema, path: str, *, any_order=False, max_whitespace_cnt=None):
@@ -127,19 +131,9 @@ def json_schema_linked_piece(schema, path: str, follow: bytes, *, any_order=Fals
     opts = (bool(any_order), max_whitespace_cnt)
 
     def make() -> Piece:
-        from ..json_schema import json_schema_to_ebnf
-
         canon = canonical_schema(schema, path)
-        try:
-            ebnf = json_schema_to_ebnf(json.loads(canon), any_whitespace=True, strict_mode=True,
-                                       max_whitespace_cnt=opts[1], any_order=opts[0])
-        except XG2Error as e:
-            raise type(e)(f"{path}: {e}") from None
-        piece = Piece(ebnf, f"js{_digest(canon, opts)}_")
-        try:
-            piece.handle(follow)
-        except XG2Error as e:
-            raise type(e)(f"{path}: {e}") from None
+        piece = Piece(_json_ebnf(canon, opts, path), f"js{_digest(canon, opts)}_")
+        _check_piece(path, lambda: piece.handle(follow))
         return piece
 
     return _cached_piece(("json-linked", key, opts), make)
