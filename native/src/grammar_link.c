@@ -242,15 +242,15 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
         }
         if ((rc = xg2__ir_stub_rules(&m->ir, &pieces[i]->ir, pb[i].rmap, prefix))) break;
         size_t plen = prefix ? strlen(prefix) : 0;
-        char *copy = xg2__malloc(plen + 1);
-        if (!copy) { rc = XG2_NOMEM(); break; }
-        if (plen) memcpy(copy, prefix, plen);
-        copy[plen] = 0;
+        char *kept = xg2__malloc(plen + 1); /* (the caller's prefix need not outlive the call) */
+        if (!kept) { rc = XG2_NOMEM(); break; }
+        copy(kept, prefix, plen);
+        kept[plen] = 0;
         uint32_t k = m->n_linked++;
         xg2__grammar_retain(pieces[i]);
         m->linked[k] = pieces[i];
         m->linked_rmap[k] = pb[i].rmap;
-        m->linked_prefix[k] = copy;
+        m->linked_prefix[k] = kept;
         pb[i].rmap = NULL; /* (m's now) */
         const xg2_ir *pi = &pieces[i]->ir; /* (counted as if copied: a grammar's bytes say what it keeps alive) */
         m->memory_bytes += pi->exprs.n * sizeof(xg2_expr) + pi->pool.n * 4u + pi->bytes.n + pi->names.n;
