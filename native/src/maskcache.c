@@ -90,6 +90,7 @@ typedef struct {
     uint8_t *cand;       /* cand[d]: some token through depth d may be uncertain */
     uint8_t *comp;       /* comp[d]: the root rule can have ended after d bytes */
     uint8_t *path;       /* path[d]: the byte into depth d */
+    uint32_t *at;        /* at[d]: the node at depth d on the walk's path (at[0]: the root) */
     const xg2_byteset *follow;
     uint32_t cand_from;   /* shallowest depth whose byte may follow an end of the root rule */
     /* Slices an earlier walk of the same item took in bulk (bits), and the
@@ -498,6 +499,30 @@ static void step_bytes(const xg2_grammar *g, uint32_t s, xg2_byteset *out) {
         if (xg2__step(g, s, (uint8_t)c) != XG2_NONE) byteset_add(out, c);
 }
 
+/* After child i of node p was refused from state q: the next sibling that q
+ * steps on or whose byte is in `keep` (NULL: none), else the end of p's
+ * subtree -- read from p's sibling table, without visiting the children
+ * between (the refused ones' subtrees); i + its subtree if p has no table.
+ * The caller has made sure a refused sibling adds nothing (no uncertain
+ * tokens). */
+static uint32_t next_sibling(const xg2_trie *t, uint32_t p, uint32_t i, const xg2_grammar *g, uint32_t q,
+                             const xg2_byteset *keep) {
+    uint32_t at = t->kid_at[p];
+    if (at == UINT32_MAX) return i + t->nodes[i].subtree;
+    const uint32_t *kid = t->kid_node + at + 1;
+    const uint8_t *byte = t->kid_byte + at + 1;
+    uint32_t lo = 0, hi = t->kid_node[at]; /* the position of i among the children */
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (kid[mid] < i) lo = mid + 1;
+        else hi = mid;
+    }
+    uint32_t k = t->kid_node[at];
+    for (uint32_t j = lo + 1; j < k; j++)
+        if (xg2__step(g, q, byte[j]) != XG2_NONE || (keep && byteset_has(keep, byte[j]))) return kid[j];
+    return kid[k];
+}
+
 /* The walk in plain DFA mode (no parser, no nesting), node by node for as long
  * as each step lands in a pure state (tail calls followed) -- most of a dense
  * walk -- with less bookkeeping than walk() below.  Returns the first node
@@ -543,18 +568,23 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
             if (cd)
                 for (uint32_t k = nd->tok_begin; k < nd->tok_end; k++)
                     if (vec_push(unc, ids[k])) { *rc = XG2_NOMEM(); return i; }
-            i += nd->subtree;
             /* under a child of the root with many children: jump to the next
              * sibling whose byte the parent's state takes (as root_skip does
              * one level up; refused children add nothing unless cand[1] or
-             * an end at depth 1 may make them uncertain) */
+             * an end at depth 1 may make them uncertain); deeper, the same
+             * through the parent's sibling table */
             if (d == 2 && t->fan_off[w->path[1]] != UINT32_MAX) {
+                i += nd->subtree;
                 if (!w->fan_known) {
                     w->fan_known = 1;
                     w->fan_skip = !cand[1] && !(cand_from <= 2 && comp[1]);
                     step_bytes(g, q, &w->fan_ok);
                 }
                 if (w->fan_skip) i = t->fan[t->fan_off[w->path[1]] + byteset_next(&w->fan_ok, c + 1u)];
+            } else if (d >= 2 && !cand[d - 1] && !(d >= cand_from && comp[d - 1])) {
+                i = next_sibling(t, w->at[d - 1], i, g, q, NULL);
+            } else {
+                i += nd->subtree;
             }
             continue;
         }
@@ -565,6 +595,7 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
             continue;
         }
         w->path[d] = c;
+        w->at[d] = i;
         qs[d] = s;
         cs[d] = n;
         comp[d] = (ss->flags & SF_FINAL) && xg2__loop_may_end(g, s, n);
@@ -616,8 +647,15 @@ static uint32_t nest_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc
         uint8_t cand = w->cand[d - 1] || (d >= w->cand_from && w->comp[d - 1] && byteset_has(w->follow, c));
         if (alive) {
             w->cand[d] = cand;
+            w->at[d] = i;
             accept_tokens(w->log, acc, ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
             i++;
+        } else if (!w->cand[d - 1] && !(d >= w->cand_from && w->comp[d - 1])) {
+            /* no refused sibling adds anything: skip to the next one q steps
+             * on or hands over on (a FOLLOW byte where q ends the rule) */
+            uint32_t q = w->qs[d - 1];
+            int hands = ends_rule(g, q, w->cs[d - 1]) && !w->nest_root;
+            i = next_sibling(t, w->at[d - 1], i, g, q, hands ? &g->follow[w->nest_rule] : NULL);
         } else {
             if (cand)
                 for (uint32_t k = nd->tok_begin; k < nd->tok_end; k++)
@@ -655,6 +693,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             for (int k = 0; k < 4; k++) w->nest_ok.w[k] |= g->follow[w->nest_base].w[k];
         for (int k = 0; k < 4 && w->first_only; k++) w->nest_ok.w[k] &= w->first_only->w[k];
     }
+    w->at[0] = 0;
     for (uint32_t i = 1; i < t->n_nodes;) {
         /* A parser, nested walk or set ends where the walk is back above the
          * depth it began at: from there on the nodes are plain DFA steps again,
@@ -819,6 +858,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         uint8_t cand = w->cand[d - 1] || (d >= w->cand_from && w->comp[d - 1] && byteset_has(w->follow, c));
         if (alive) {
             w->cand[d] = cand;
+            w->at[d] = i;
             accept_tokens(w->log, acc, t->ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
             i++;
         } else {
@@ -843,6 +883,7 @@ typedef struct {
     size_t words;
     uint32_t *qs, *cs;
     uint8_t *cand, *comp, *path;
+    uint32_t *at;
     uint32_t *set_q, *set_n, *set_r, *set_size;
     uint64_t *set_hash;
     uint8_t *set_loop;
@@ -865,6 +906,7 @@ static void ws_free(void *x) {
     xg2__free(w->cand);
     xg2__free(w->comp);
     xg2__free(w->path);
+    xg2__free(w->at);
     xg2__free(w->set_q);
     xg2__free(w->set_n);
     xg2__free(w->set_r);
@@ -906,6 +948,8 @@ static workspace *ws_get(size_t words, uint32_t depth) {
         if (comp) w->comp = comp;
         uint8_t *path = xg2__realloc(w->path, depth);
         if (path) w->path = path;
+        uint32_t *at = xg2__realloc(w->at, sizeof(uint32_t) * depth);
+        if (at) w->at = at;
         uint32_t *set_q = xg2__realloc(w->set_q, sizeof(uint32_t) * XG2_SET_MAX * depth);
         if (set_q) w->set_q = set_q;
         uint32_t *set_n = xg2__realloc(w->set_n, sizeof(uint32_t) * XG2_SET_MAX * depth);
@@ -918,7 +962,7 @@ static workspace *ws_get(size_t words, uint32_t depth) {
         if (set_hash) w->set_hash = set_hash;
         uint8_t *set_loop = xg2__realloc(w->set_loop, depth);
         if (set_loop) w->set_loop = set_loop;
-        if (!qs || !cs || !cand || !comp || !path || !set_q || !set_n || !set_r || !set_size || !set_hash ||
+        if (!qs || !cs || !cand || !comp || !path || !at || !set_q || !set_n || !set_r || !set_size || !set_hash ||
             !set_loop)
             return NULL;
         w->depth = depth;
@@ -1301,7 +1345,7 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     ws->unc.n = 0;
     walker w = {.g = g, .p = &ws->p, .earley_from = UINT32_MAX, .nest_from = UINT32_MAX, .nest_base = XG2_NONE,
                 .nest_rep = XG2_NONE, .nest_rep_base = XG2_NONE, .qs = ws->qs,
-                .cs = ws->cs, .cand = ws->cand, .comp = ws->comp, .path = ws->path,
+                .cs = ws->cs, .cand = ws->cand, .comp = ws->comp, .path = ws->path, .at = ws->at,
                 .follow = &g->follow[g->states[it->state].rule], .cand_from = 2,
                 .set_from = UINT32_MAX, .set_q = ws->set_q, .set_n = ws->set_n, .set_r = ws->set_r,
                 .set_size = ws->set_size, .set_hash = ws->set_hash, .set_loop = ws->set_loop,

@@ -132,6 +132,9 @@ void xg2__trie_free(xg2_trie *t) {
     xg2__free(t->in_slices);
     xg2__free(t->ids);
     xg2__free(t->fan);
+    xg2__free(t->kid_at);
+    xg2__free(t->kid_node);
+    xg2__free(t->kid_byte);
     memset(t, 0, sizeof *t);
 }
 
@@ -169,6 +172,39 @@ static void child_table(const xg2_trie *t, uint32_t p, uint32_t *out) {
         while (ch < end && t->nodes[ch].byte < b) ch += t->nodes[ch].subtree;
         out[b] = ch;
     }
+}
+
+/* The sibling tables of the nodes with at least XG2_KIDS_MIN children (the
+ * root's are root_next). */
+static int sibling_tables(xg2_trie *t) {
+    uint32_t nn = t->n_nodes;
+    uint64_t total = 0;
+    t->kid_at = xg2__malloc(sizeof(uint32_t) * (nn ? nn : 1));
+    if (!t->kid_at) return XG2_NOMEM();
+    for (uint32_t p = 0; p < nn; p++) {
+        uint32_t kids = 0, end = p + t->nodes[p].subtree;
+        for (uint32_t ch = p + 1; ch < end; ch += t->nodes[ch].subtree) kids++;
+        t->kid_at[p] = p && kids >= XG2_KIDS_MIN ? (uint32_t)total : UINT32_MAX;
+        if (t->kid_at[p] != UINT32_MAX) total += kids + 2;
+    }
+    if (total > UINT32_MAX / 2) return xg2__fail(XG2_ERR_LIMIT, "vocabulary too large for the trie");
+    t->kid_node = xg2__malloc(sizeof(uint32_t) * (total ? total : 1));
+    t->kid_byte = xg2__malloc(total ? total : 1);
+    if (!t->kid_node || !t->kid_byte) return XG2_NOMEM();
+    for (uint32_t p = 0; p < nn; p++) {
+        if (t->kid_at[p] == UINT32_MAX) continue;
+        uint32_t at = t->kid_at[p], k = 0, end = p + t->nodes[p].subtree;
+        for (uint32_t ch = p + 1; ch < end; ch += t->nodes[ch].subtree) {
+            t->kid_node[at + 1 + k] = ch;
+            t->kid_byte[at + 1 + k] = t->nodes[ch].byte;
+            k++;
+        }
+        t->kid_node[at] = k;
+        t->kid_byte[at] = 0;
+        t->kid_node[at + 1 + k] = end;
+        t->kid_byte[at + 1 + k] = 0;
+    }
+    return XG2_OK;
 }
 
 /* Build nodes[] over the entries' bytes (each token's bytes after `skip`).
@@ -243,6 +279,7 @@ static int build_entries(const xg2_vocab *v, trie_entry *ents, uint32_t n, xg2_t
     if (!t->fan) { rc = XG2_NOMEM(); goto out; }
     for (uint32_t r = 1; r < nn; r += t->nodes[r].subtree)
         if (t->fan_off[t->nodes[r].byte] != UINT32_MAX) child_table(t, r, t->fan + t->fan_off[t->nodes[r].byte]);
+    if ((rc = sibling_tables(t))) goto out;
     /* Byte groups below each node, children first (they follow their parent). */
     t->below = xg2__calloc(nn, sizeof(uint64_t));
     if (!t->below) { rc = XG2_NOMEM(); goto out; }

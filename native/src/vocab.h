@@ -41,7 +41,15 @@ typedef struct {
      * first child whose byte is at or above a byte, 257 entries. */
     uint32_t fan_off[256];
     uint32_t *fan;
+    /* Sibling tables, for nodes with at least XG2_KIDS_MIN children: kid_at[p]
+     * (UINT32_MAX if none) indexes kid_node/kid_byte, where entry 0 holds the
+     * count k, entries 1..k the children (node, byte) in byte order and entry
+     * k+1 the end of p's subtree -- so a walk refused at one child can find the
+     * next one its state steps on without reading the nodes between. */
+    uint32_t *kid_at, *kid_node;
+    uint8_t *kid_byte;
 } xg2_trie;
+#define XG2_KIDS_MIN 8
 
 /* A token slice (after LLGuidance's slicer): the tokens whose bytes are a
  * prefix of a string over one character class.  A parser state that accepts

@@ -295,6 +295,41 @@ static int o_la_loop(const unsigned char *s, size_t n) {
     return s[i] == 'y' && i + 1 == n ? MEMBER : DEAD;
 }
 
+/* A prefix of one of the NULL-ended words: LIVE, or MEMBER if one of them. */
+static int o_words(const unsigned char *s, size_t n, const char *const *words) {
+    int r = DEAD;
+    for (; *words; words++) {
+        size_t len = strlen(*words);
+        if (n <= len && !memcmp(s, *words, n)) r = n == len ? MEMBER : (r == MEMBER ? MEMBER : LIVE);
+    }
+    return r;
+}
+/* Sparse choices under a node of many children (the shared vocabulary's "a"):
+ * the walk skips refused siblings through the trie's sibling tables, nested in
+ * a called rule (recursive, so not inlined; it may end before a byte FOLLOW
+ * allows: "a" then "!" or ")"), and in a plain automaton. */
+static int o_names(const unsigned char *s, size_t n) { /* "x" "("^k ("a" | "ab" | "ay" | "zz") ")"^k "!" */
+    static const char *const names[] = {"a", "ab", "ay", "zz", NULL};
+    if (n == 0) return LIVE;
+    if (s[0] != 'x') return DEAD;
+    size_t i = 1, open = 0;
+    while (i < n && s[i] == '(') i++, open++;
+    int r = DEAD;
+    for (const char *const *w = names; *w; w++) {
+        size_t len = strlen(*w), j = 0, close = 0;
+        while (j < len && i + j < n && s[i + j] == (unsigned char)(*w)[j]) j++;
+        if (i + j == n) { r = r == DEAD ? LIVE : r; continue; } /* a prefix of the name (or all of it) */
+        if (j < len) continue;
+        size_t k = i + len;
+        while (k < n && close < open && s[k] == ')') k++, close++;
+        if (k == n) { r = r == DEAD ? LIVE : r; continue; }
+        if (close == open && s[k] == '!' && k + 1 == n) r = MEMBER;
+    }
+    return r;
+}
+static const char *const w_plain[] = {"ab!", "ay!", "a.!", "zz!", NULL};
+static int o_plain(const unsigned char *s, size_t n) { return o_words(s, n, w_plain); }
+
 typedef struct {
     const char *name;
     const char *ebnf;
@@ -331,6 +366,9 @@ static const case_t cases[] = {
     {"pairs_dot", "root ::= ([a-c] [a-c]?){33,} \".\"", o_pairs_dot, "ab.", 4,
      {"abcabcabcabcabcabcabcabcabcabcabc.", "abcabcabcabcabcabcabcabcabcabcabcabcabc.", "abcabcabcabcabcabcabcabcabcabcab."}},
     {"la_loop", "root ::= x \"y\"\nx ::= [a-c]* (= [a-c]* \"y\")", o_la_loop, "acy", 5, {0}},
+    {"sparse_names", "root ::= \"x\" n \"!\"\nn ::= \"a\" | \"ab\" | \"ay\" | \"zz\" | \"(\" n \")\"", o_names, "x(abyz)!", 5,
+     {"x((ay))!", "x(((a)))!"}},
+    {"sparse_plain", "root ::= (\"ab\" | \"ay\" | \"a.\" | \"zz\") \"!\"", o_plain, "abyz.!", 4, {0}},
 };
 #define N_CASES (sizeof cases / sizeof *cases)
 
@@ -351,6 +389,7 @@ static const char *const vocab_toks[] = {
     "\\n", "\"a", "a\"", "hello world", " ", "\n", "a b", A40, "aaaaaaaaaa", "\"\"", "\xc3\xa9\"",
     "if", "ifx", "\xc3\xa9\xc3", "\xe4\xbd\xa0", "\xe4\xbd", "\xf0\x9f\x98\x80", "\xed\xa0\x80", "\xc0\x80", "\xff",
     ".", "a.", "ab.", "y", "cy", "ay", "bd", "xy", "\\\"", "abcabcabcabcabcabc",
+    "ac", "az", "a!", "ay!", "xa", "xa!", /* ("a" has ten children: a sibling table) */
 };
 #define N_TOKS ((int32_t)(sizeof vocab_toks / sizeof *vocab_toks))
 #define VOCAB_SIZE (N_TOKS + 21)
