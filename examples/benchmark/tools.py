@@ -24,6 +24,7 @@ import json
 import multiprocessing
 import os
 import random
+import statistics
 import sys
 import time
 from typing import Any, Dict, List, Optional
@@ -251,6 +252,20 @@ def run_isolated(engine, tokenizer_path, reqs, timeout: float) -> Dict[str, Any]
     return res
 
 
+def median_summary(runs: List[Dict[str, Optional[float]]]) -> Dict[str, Optional[float]]:
+    """Each figure's median over runs of one cell (errors: their sum; compiled: the fewest)."""
+    out: Dict[str, Optional[float]] = {}
+    for k in runs[0]:
+        vals = [r[k] for r in runs if r[k] is not None]
+        if k == "errors":
+            out[k] = sum(vals)
+        elif k == "compiled":
+            out[k] = min(vals) if vals else 0
+        else:
+            out[k] = statistics.median(vals) if vals else None
+    return out
+
+
 def summarize(res: Dict[str, Any]) -> Dict[str, Optional[float]]:
     c, t = res["compile_ms"], res["token_us"]
     pc = common.percentile
@@ -285,6 +300,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tokenizer", default=common.shared_path("tokenizers", "llama3"))
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each cell R times (each engine a fresh process each time, the engines' order "
+                         "rotating); every figure is the median over the runs")
     ap.add_argument("--out")
     opts = ap.parse_args(argv)
     engines = opts.engines.split(",")
@@ -298,10 +316,14 @@ def main(argv=None) -> int:
                 order = engines[cell_no % len(engines):] + engines[:cell_no % len(engines)]
                 cell_no += 1
                 vocab = HARMONY_VOCAB if fmt_name == "harmony" else opts.tokenizer
+                runs: Dict[str, List[Dict[str, Optional[float]]]] = {eng: [] for eng in order}
+                for r in range(max(1, opts.repeat)):
+                    for eng in order[r % len(order):] + order[:r % len(order)]:
+                        res = run_isolated(eng, vocab, reqs, opts.timeout)
+                        runs[eng].append(summarize(res))
+                        problems += [f"{eng} {fmt_name} {mode} N={n}: {e}" for e in res["errors"][:5]]
                 for eng in order:
-                    res = run_isolated(eng, vocab, reqs, opts.timeout)
-                    s = summarize(res)
-                    problems += [f"{eng} {fmt_name} {mode} N={n}: {e}" for e in res["errors"][:5]]
+                    s = median_summary(runs[eng])
                     timed = sum(1 for r in reqs if not r.get("warmup"))
                     rows.append([fmt_name, mode, n, eng, f"{s['compiled']}/{timed}", fmt(s["compile_first"]),
                                  fmt(s["compile_mean"]), fmt(s["compile_p99"]), fmt(s["compile_rest_mean"]),
@@ -316,7 +338,9 @@ def main(argv=None) -> int:
               f"Run: `tools.py {' '.join(argv if argv is not None else sys.argv[1:])}`  ",
               "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()) + "\n",
               f"A pool of {len(pool)} BFCL functions; {opts.requests} requests a cell; every token of each walked "
-              "output checked against the mask.\n",
+              "output checked against the mask"
+              + (f"; each figure the median over {opts.repeat} runs of the cell (fresh processes)" if opts.repeat > 1
+                 else "") + ".\n",
               common.markdown_table(header, rows), ""]
     if problems:
         report += ["### Errors (first 5 per cell)\n"] + [f"- {p}" for p in problems]

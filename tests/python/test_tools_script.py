@@ -70,3 +70,19 @@ def test_tools_script_harmony_format_on_the_o200k_harmony_vocabulary(tmp_path):
     reqs = tools.requests([{"name": "f", "parameters": {"type": "object"}, "arguments": {}}], "harmony", 1,
                           "static", 1, seed=0)
     assert "<|channel|>commentary to=functions.f<|constrain|>json<|message|>{}<|call|>" in reqs[0]["text"]
+
+
+def test_repeat_reports_the_median_of_fresh_runs(tmp_path):
+    """--repeat R: each engine runs the cell R times in fresh processes; each figure is the
+    median over the runs, errors summed, compiled the fewest."""
+    runs = [{"compiled": 3, "compile_first": 1.0, "errors": 0, "token_p99": None},
+            {"compiled": 2, "compile_first": 3.0, "errors": 1, "token_p99": 5.0},
+            {"compiled": 3, "compile_first": 2.0, "errors": 0, "token_p99": 7.0}]
+    assert tools.median_summary(runs) == {"compiled": 2, "compile_first": 2.0, "errors": 1, "token_p99": 6.0}
+    out = tmp_path / "tools.md"
+    assert tools.main(["--engines", "xg2", "--formats", "llama", "--tools", "3", "--modes", "dynamic",
+                       "--requests", "2", "--repeat", "2", "--tokenizer", TOKENIZER, "--out", str(out)]) == 0
+    report = out.read_text()
+    rows = [line for line in report.splitlines() if line.startswith("| llama")]
+    assert len(rows) == 1 and rows[0].split(" | ")[4] == "2/2", report
+    assert "median over 2 runs" in report
