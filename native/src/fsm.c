@@ -542,9 +542,9 @@ int xg2__dfa_finish(const xg2_dfa *d, const char *name, int minimise, xg2_dfa *o
     uint32_t nblk = d->n, *block = xg2__malloc(sizeof(uint32_t) * (d->n ? d->n : 1));
     if (!block) return XG2_NOMEM();
     int rc = XG2_OK;
-    if (minimise) rc = minimize(d, name, block, &nblk);
+    if (minimise) rc = xg2__minimize(d, name, block, &nblk);
     else for (uint32_t s = 0; s < d->n; s++) block[s] = s;
-    if (!rc) rc = rebuild(d, block, nblk, out);
+    if (!rc) rc = xg2__rebuild(d, block, nblk, out);
     xg2__free(block);
     return rc;
 }
@@ -556,7 +556,7 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     if (ir->exprs.a[expr].kind == XE_TOKEN && !bytes_only) return xg2__token_dfa(out);
     if (ir->exprs.a[expr].kind == XE_LENGTH) {
         if (bytes_only) return xg2__fail(XG2_ERR_GRAMMAR, "Length(...) cannot be used inside a lookahead assertion");
-        return build_length(ir, expr, inline_rule, regions, self_rule, out);
+        return xg2__build_length(ir, expr, inline_rule, regions, self_rule, out);
     }
     nfa_builder b = {0};
     b.ir = ir;
@@ -596,14 +596,14 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
             goto out;
         }
     }
-    if ((rc = make_csr(&b, final, &c))) goto out;
+    if ((rc = xg2__make_csr(&b, final, &c))) goto out;
     c.tag = b.tag.a;
     c.loops = b.loops.a;
     c.n_loops = b.loops.n;
     c.name = self_rule == UINT32_MAX ? NULL : xg2__ir_name(ir, self_rule);
     uint32_t limit = XG2_MAX_DFA_STATES;
     if (limit < 4 * b.n) limit = 4 * b.n;
-    rc = determinize(&c, limit, &d);
+    rc = xg2__determinize(&c, limit, &d);
     if (rc == XG2__LOOP_CONFLICT) {
         out->conflict_expr = d.conflict_expr;
         goto out;
@@ -619,8 +619,8 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     block = xg2__malloc(sizeof(uint32_t) * (d.n ? d.n : 1));
     if (!block) { rc = XG2_NOMEM(); goto out; }
     uint32_t nblk = 0;
-    if ((rc = minimize(&d, c.name, block, &nblk))) goto out;
-    rc = rebuild(&d, block, nblk, out);
+    if ((rc = xg2__minimize(&d, c.name, block, &nblk))) goto out;
+    rc = xg2__rebuild(&d, block, nblk, out);
     if (!rc && cached) store(&key, key_hash, &slots, out);
 out:
     vec_free(&key);
@@ -631,7 +631,7 @@ out:
     vec_free(&b.ranges);
     vec_free(&b.tag);
     vec_free(&b.loops);
-    free_csr(&c);
+    xg2__free_csr(&c);
     xg2__dfa_free(&d);
     xg2__free(block);
     return rc;

@@ -13,7 +13,7 @@
 
 /* ---- subset construction ---- */
 
-int make_csr(nfa_builder *b, uint32_t final, nfa_csr *c) {
+int xg2__make_csr(nfa_builder *b, uint32_t final, nfa_csr *c) {
     memset(c, 0, sizeof *c);
     c->n = b->n;
     c->final = final;
@@ -44,7 +44,7 @@ int make_csr(nfa_builder *b, uint32_t final, nfa_csr *c) {
     return XG2_OK;
 }
 
-void free_csr(nfa_csr *c) {
+void xg2__free_csr(nfa_csr *c) {
     xg2__free(c->in_head_closure);
     xg2__free(c->off);
     xg2__free(c->e);
@@ -312,7 +312,7 @@ static int next_state(nfa_csr *c, subset *x, xg2_u32vec *set, uint32_t *conflict
 
 /* Subset construction.  Returns XG2_ERR_LIMIT (message set) past `limit` states,
  * XG2__LOOP_CONFLICT (out->conflict_expr set) for a loop that must be a rule. */
-int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
+int xg2__determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
     subset x = {0};
     x.limit = limit;
     const seqtab *ds = &x.ds;
@@ -530,7 +530,7 @@ static int signature(const sig_ctx *x, uint32_t s, uint32_t head, xg2_u32vec *si
 }
 
 /* Strongly connected components of the DFA, sinks first (iterative Tarjan). */
-int dfa_scc(const xg2_dfa *d, uint32_t *comp, uint32_t *n_comp) {
+int xg2__dfa_scc(const xg2_dfa *d, uint32_t *comp, uint32_t *n_comp) {
     uint32_t n = d->n;
     int rc = XG2_OK;
     uint32_t *idx = xg2__malloc(sizeof(uint32_t) * n), *low = xg2__malloc(sizeof(uint32_t) * n);
@@ -736,7 +736,7 @@ static void refiner_free(refiner *r) {
  * class from its signature over final classes in one step; the states of a
  * cycle are refined among themselves (refine()).  Linear on the long chains that
  * literals produce; states of different cycles are not merged. */
-int minimize(const xg2_dfa *d, const char *name, uint32_t *block, uint32_t *n_blocks) {
+int xg2__minimize(const xg2_dfa *d, const char *name, uint32_t *block, uint32_t *n_blocks) {
     uint32_t n = d->n, nc = 0;
     int rc = XG2_OK;
     uint32_t *comp = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
@@ -747,7 +747,7 @@ int minimize(const xg2_dfa *d, const char *name, uint32_t *block, uint32_t *n_bl
     seqtab global = {0}, loc = {0};
     refiner r = {0};
     if (!comp || !local || !order || !start) { rc = XG2_NOMEM(); goto out; }
-    if ((rc = dfa_scc(d, comp, &nc))) goto out;
+    if ((rc = xg2__dfa_scc(d, comp, &nc))) goto out;
     for (uint32_t s = 0; s < n; s++) start[comp[s] + 1]++;
     for (uint32_t c = 0; c < nc; c++) start[c + 1] += start[c];
     {
@@ -816,7 +816,7 @@ out:
 
 /* Quotient by block, keep states that are reachable and can reach a final
  * state, number them breadth-first from the start. */
-int rebuild(const xg2_dfa *d, const uint32_t *block, uint32_t nblk, xg2_dfa *out) {
+int xg2__rebuild(const xg2_dfa *d, const uint32_t *block, uint32_t nblk, xg2_dfa *out) {
     int rc = XG2_OK;
     uint32_t *rep = xg2__malloc(sizeof(uint32_t) * (nblk ? nblk : 1));
     uint8_t *live = xg2__calloc(nblk ? nblk : 1, 1);

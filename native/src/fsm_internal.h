@@ -53,7 +53,7 @@ typedef struct {
     xg2_u32vec ranges;
 } nfa_builder;
 
-/* The NFA as subset construction reads it (make_csr). */
+/* The NFA as subset construction reads it (xg2__make_csr). */
 typedef struct {
     uint32_t n, final;
     uint32_t *off; /* byte and rule edges of state s: e[off[s] .. off[s+1]) */
@@ -75,29 +75,29 @@ typedef VEC(xg2_redge) revec;
 
 /* ---- fsm_dfa.c ---- */
 
-/* The NFA's edges by state, epsilon edges apart.  free_csr frees c after a
- * failure too (c zeroed or made by make_csr). */
-XG2_HIDDEN int make_csr(nfa_builder *b, uint32_t final, nfa_csr *c);
-XG2_HIDDEN void free_csr(nfa_csr *c);
+/* The NFA's edges by state, epsilon edges apart.  xg2__free_csr frees c after a
+ * failure too (c zeroed or made by xg2__make_csr). */
+XG2_HIDDEN int xg2__make_csr(nfa_builder *b, uint32_t final, nfa_csr *c);
+XG2_HIDDEN void xg2__free_csr(nfa_csr *c);
 
 /* Subset construction of c's NFA into out (at most `limit` states). */
-XG2_HIDDEN int determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out);
+XG2_HIDDEN int xg2__determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out);
 
 /* Strongly connected components of d, sinks first: comp[s] of each state, *n_comp. */
-XG2_HIDDEN int dfa_scc(const xg2_dfa *d, uint32_t *comp, uint32_t *n_comp);
+XG2_HIDDEN int xg2__dfa_scc(const xg2_dfa *d, uint32_t *comp, uint32_t *n_comp);
 
 /* Minimisation: block[s] the class of each state, *n_blocks classes (name: the
  * rule, for budget messages, or NULL). */
-XG2_HIDDEN int minimize(const xg2_dfa *d, const char *name, uint32_t *block, uint32_t *n_blocks);
+XG2_HIDDEN int xg2__minimize(const xg2_dfa *d, const char *name, uint32_t *block, uint32_t *n_blocks);
 
 /* d quotiented by block, trimmed and numbered breadth-first into out. */
-XG2_HIDDEN int rebuild(const xg2_dfa *d, const uint32_t *block, uint32_t nblk, xg2_dfa *out);
+XG2_HIDDEN int xg2__rebuild(const xg2_dfa *d, const uint32_t *block, uint32_t nblk, xg2_dfa *out);
 
 /* ---- fsm_length.c ---- */
 
 /* The automaton of the XE_LENGTH expression expr (rule: the rule it is the
  * body of, for messages; UINT32_MAX: none). */
-XG2_HIDDEN int build_length(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, xg2_regions *regions,
+XG2_HIDDEN int xg2__build_length(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, xg2_regions *regions,
                             uint32_t rule, xg2_dfa *out);
 
 

@@ -81,7 +81,7 @@ static int length_rest(const xg2_dfa *d, uint32_t *rest, int *contiguous, uint32
     }
     /* most: components sinks first; a cycle (through a head: units are finite)
      * can be taken any number of times */
-    if ((rc = dfa_scc(d, comp, &nc))) goto out;
+    if ((rc = xg2__dfa_scc(d, comp, &nc))) goto out;
     for (uint32_t s = 0; s < n; s++) csize[comp[s]]++;
     uint32_t *order = rsrc; /* (reused, n entries: states by component) */
     {
@@ -163,7 +163,7 @@ static int length_finish(xg2_u32vec *boff, brvec *br, flagvec *fin, xg2_u32vec *
         if (d.loops) { *d.loops = *loop; d.n_loops = 1; }
     }
     if (!d.roff || !block || (loop && !d.loops)) { rc = XG2_NOMEM(); goto out; }
-    if (!(rc = minimize(&d, NULL, block, &nblk))) rc = rebuild(&d, block, nblk, out);
+    if (!(rc = xg2__minimize(&d, NULL, block, &nblk))) rc = xg2__rebuild(&d, block, nblk, out);
 out:
     xg2__dfa_free(&d);
     xg2__free(block);
@@ -176,7 +176,7 @@ out:
  * a step that could no longer end within [min, max] is refused.  Exact when
  * every state's counts to the end form an interval (patterns do); else the
  * count is written out as states (body x 0..max: like any product, limited). */
-int build_length(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, xg2_regions *regions,
+int xg2__build_length(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, xg2_regions *regions,
                         uint32_t rule, xg2_dfa *out) {
     const xg2_expr e = ir->exprs.a[expr];
     xg2_dfa B = {0}, U = {0}, P = {0};
@@ -195,7 +195,7 @@ int build_length(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, xg
     int unit_ok = self_delimiting(&U); /* (built byte by byte: no rule edges) */
     if (unit_ok) { /* finite: no cycle (every component one state, none with a self edge) */
         uint32_t *cmp = xg2__malloc(sizeof(uint32_t) * U.n), nc = 0;
-        if (!cmp || dfa_scc(&U, cmp, &nc)) { xg2__free(cmp); rc = XG2_NOMEM(); goto out; }
+        if (!cmp || xg2__dfa_scc(&U, cmp, &nc)) { xg2__free(cmp); rc = XG2_NOMEM(); goto out; }
         unit_ok = nc == U.n;
         for (uint32_t s = 0; s < U.n && unit_ok; s++)
             for (uint32_t j = U.boff[s]; j < U.boff[s + 1]; j++) unit_ok &= U.br[j].to != s;

@@ -192,7 +192,7 @@ static uint32_t add_rule(xg2_ir *ir, const char *name, size_t len, uint32_t line
     memcpy(ir->names.a + at, name, len);
     ir->names.a[at + len] = 0;
     ir->names.n += (uint32_t)len + 1;
-    xg2_rule_ir r = {at, 0, -1, RK_FSM, 0, line, col, UINT32_MAX, -1, -1};
+    xg2_rule_ir r = {at, 0, -1, RK_FSM, 0, line, col, UINT32_MAX, -1, -1, 0};
     if (vec_push(&ir->rules, r)) { ir->err = XG2_ERR_NOMEM; return 0; }
     return ir->rules.n - 1;
 }
