@@ -186,10 +186,45 @@ def stream_one(port: int, payload: Dict[str, Any]) -> Dict[str, Any]:
             "seconds": time.perf_counter() - start}
 
 
+def _proc_cpu() -> Dict[int, Tuple[int, float]]:
+    """Every process's (parent pid, CPU seconds so far), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: Dict[int, Tuple[int, float]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def server_cpu(pid: Optional[int]) -> Tuple[float, float]:
+    """CPU seconds so far of the server process itself (vLLM's API server: HTTP, detokenizing,
+    the tool parser) and of its descendants (the engine core: model, scheduler, structured
+    output backend)."""
+    if pid is None:
+        return 0.0, 0.0
+    procs = _proc_cpu()
+    own = procs.get(pid, (0, 0.0))[1]
+    below, todo = 0.0, [pid]
+    while todo:
+        parent = todo.pop()
+        for child, (ppid, cpu) in procs.items():
+            if ppid == parent:
+                below += cpu
+                todo.append(child)
+    return own, below
+
+
 def run_phase(port: int, reqs, constrained: bool, concurrency: int, max_tokens,
-              show: bool = False) -> Dict[str, Any]:
+              show: bool = False, server_pid: Optional[int] = None) -> Dict[str, Any]:
     """`max_tokens`: one limit, or one per request (then also its min_tokens: exact lengths)."""
     load = os.getloadavg()[0]
+    cpu0 = server_cpu(server_pid)
     exact = isinstance(max_tokens, list)
     limits = max_tokens if exact else [max_tokens] * len(reqs)
 
@@ -202,6 +237,7 @@ def run_phase(port: int, reqs, constrained: bool, concurrency: int, max_tokens,
     with ThreadPoolExecutor(concurrency) as ex:
         results = list(ex.map(one, zip(reqs, limits)))
     wall = time.perf_counter() - start
+    cpu1 = server_cpu(server_pid)
     errors = [r["error"] for r in results if "error" in r]
     ok = [r for r in results if "error" not in r]
     ttfts = sorted(r["ttft"] for r in ok if r["ttft"] is not None)
@@ -216,7 +252,8 @@ def run_phase(port: int, reqs, constrained: bool, concurrency: int, max_tokens,
             "ttft_p50": common.percentile(ttfts, 50) if ttfts else None,
             "tok_s": tokens / wall, "req_s": len(ok) / wall, "mean_tokens": tokens / max(1, len(ok)),
             "ended": sum(r["finish"] in ("stop", "tool_calls") for r in ok), "valid": valid,
-            "load": (load + os.getloadavg()[0]) / 2}
+            "load": (load + os.getloadavg()[0]) / 2,
+            "cpu_api": cpu1[0] - cpu0[0], "cpu_engine": cpu1[1] - cpu0[1]}
 
 
 # ----------------------------------------------------------------------------- server
@@ -309,7 +346,9 @@ def merge_phases(phases: List[Dict[str, Any]]) -> Dict[str, Any]:
             "ttft_mean": sum(t * k for t, k in ttfts) / sum(k for _, k in ttfts) if ttfts else None,
             "tok_s": tokens / wall, "req_s": ok / wall, "mean_tokens": tokens / max(1, ok),
             "ended": sum(p["ended"] for p in phases), "valid": sum(p["valid"] for p in phases),
-            "load": sum(p["load"] for p in phases) / len(phases)}
+            "load": sum(p["load"] for p in phases) / len(phases),
+            "cpu_api": sum(p.get("cpu_api", 0.0) for p in phases),
+            "cpu_engine": sum(p.get("cpu_engine", 0.0) for p in phases)}
 
 
 def round_ratios(cons, nones) -> Tuple[Optional[float], Optional[float]]:
@@ -334,6 +373,14 @@ def report(results, args, started: str, starts: Dict[str, float], notes: List[st
                      fmt(none["tok_s"], ".1f"), fmt(tps_ratio), fmt(con["req_s"], ".2f"),
                      fmt(con["mean_tokens"], ".0f"), f"{con['ended']}/{con['n']}",
                      f"{con['valid']}/{con['n']}" + (f" ({failed})" if failed else ""), fmt(con["load"], ".1f")])
+    cpu_rows = []
+    for (backend, workload, conc), (cons, nones) in results.items():
+        con, none = merge_phases(cons), merge_phases(nones)
+        per = [1e6 * x / max(1, p["tokens"]) for p in (con, none) for x in (p["cpu_api"], p["cpu_engine"])]
+        cpu_rows.append([backend, workload, conc] + [fmt(x, ".0f") for x in per])
+    cpu_table = common.markdown_table(
+        ["backend", "workload", "conc.", "API server µs/token", "none", "engine core µs/token", "none"],
+        cpu_rows, "lllrrrr")
     env = common.environment_summary()
     table = common.markdown_table(
         ["backend", "workload", "conc.", "TTFT ms", "TTFT ms none", "TTFT x none", "tok/s", "tok/s none",
@@ -356,7 +403,11 @@ def report(results, args, started: str, starts: Dict[str, float], notes: List[st
         "unconstrained one on the same server process, the median over rounds run in ABBA order (TTFT: higher is slower; tok/s cost: none / constrained, higher is "
         "slower). `ended`: finished on their own (not at max_tokens); `valid`: the output satisfies "
         "its schema (json) or is a call of one of the request's tools with valid arguments (tools).",
-        "", table, "", *notes, ""])
+        "", table, "",
+        "Where the CPU time went: each server process's CPU time over the phases (all rounds) per "
+        "output token -- the API server process (HTTP, detokenizing, the tool parser reading the "
+        "streamed output) and its descendants (the engine core: model, scheduler, the structured-"
+        "output backend).", "", cpu_table, "", *notes, ""])
 
 
 def main(argv=None) -> int:
@@ -423,11 +474,14 @@ def main(argv=None) -> int:
                         # rounds in ABBA order (con none, none con, ...) so that a drift of the
                         # machine's load weighs on both alike
                         if r % 2 == 0:
-                            cons.append(run_phase(port, reqs, True, c, args.max_tokens, args.show and r == 0))
-                            nones.append(run_phase(port, reqs, False, c, [n or 16 for n in cons[-1]["per_request"]]))
+                            cons.append(run_phase(port, reqs, True, c, args.max_tokens, args.show and r == 0,
+                                                  proc.pid))
+                            nones.append(run_phase(port, reqs, False, c, [n or 16 for n in cons[-1]["per_request"]],
+                                                   server_pid=proc.pid))
                         else:
-                            nones.append(run_phase(port, reqs, False, c, [n or 16 for n in cons[-1]["per_request"]]))
-                            cons.append(run_phase(port, reqs, True, c, args.max_tokens))
+                            nones.append(run_phase(port, reqs, False, c, [n or 16 for n in cons[-1]["per_request"]],
+                                                   server_pid=proc.pid))
+                            cons.append(run_phase(port, reqs, True, c, args.max_tokens, server_pid=proc.pid))
                     results[(backend, w, c)] = (cons, nones)
                     con, none = merge_phases(cons), merge_phases(nones)
                     print(f"[{backend}] {w} c={c}: ttft {fmt(con['ttft_mean'], '.3f')} s vs "

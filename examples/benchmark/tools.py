@@ -61,10 +61,16 @@ def output_text(fmt: str, tool: Dict[str, Any]) -> str:
 def requests(pool, fmt: str, n: int, mode: str, count: int, seed: int) -> List[Dict[str, Any]]:
     """Mode static: one tool set for every request; dynamic: each request samples its
     own; warm: dynamic, after an untimed request over the whole pool (a server that has
-    met its tools before; an engine that keeps what it built per tool reuses it)."""
+    met its tools before; an engine that keeps what it built per tool reuses it); served:
+    dynamic, after untimed requests over the whole pool that call each of its tools once
+    (a server that has served calls of its tools: what an engine builds per tool state,
+    masks included, is there; each timed request's own choice of tools is still new)."""
     rng = random.Random(seed)
     static = _sample(rng, pool, n)  # one set for every request in static mode (N > the pool too)
     out = [{"tag": structural_tag(fmt, pool), "warmup": True}] if mode == "warm" else []
+    if mode == "served":
+        whole = structural_tag(fmt, pool)
+        out = [{"tag": whole, "warmup": True, "text": output_text(fmt, t)} for t in pool]
     for _ in range(count):
         tools = static if mode == "static" else _sample(rng, pool, n)
         called = rng.choice(tools)
@@ -190,8 +196,14 @@ def run_cell(engine: str, tokenizer_path: str, reqs: List[Dict[str, Any]], conn)
     compile_ms, token_us, errors = [], [], []
     clock = time.perf_counter
     for i, req in enumerate(reqs):
-        if req.get("warmup"):  # untimed
-            eng.fill(eng.compile(req["tag"]))
+        if req.get("warmup"):  # untimed (with a text: walked, every mask filled)
+            m = eng.compile(req["tag"])
+            eng.fill(m)
+            for t in tok.encode(req["text"], add_special_tokens=False) if "text" in req else ():
+                if not eng.accept(m, t):
+                    errors.append(f"warm-up: token {tok.decode([t])!r} rejected")
+                    break
+                eng.fill(m)
             continue
         ids = tok.encode(req["text"], add_special_tokens=False)
         t0 = clock()

@@ -86,3 +86,16 @@ def test_repeat_reports_the_median_of_fresh_runs(tmp_path):
     rows = [line for line in report.splitlines() if line.startswith("| llama")]
     assert len(rows) == 1 and rows[0].split(" | ")[4] == "2/2", report
     assert "median over 2 runs" in report
+
+
+def test_served_mode_walks_a_call_of_every_pool_tool_first():
+    """--modes served: untimed requests over the whole pool, one call of each of its tools
+    (texts to walk), then dynamic requests with their own tool sets."""
+    pool = [{"name": f"f{i}", "parameters": {"type": "object", "properties": {}}, "arguments": {}}
+            for i in range(6)]
+    reqs = tools.requests(pool, "llama", 3, "served", 4, seed=2)
+    warm, timed = reqs[:6], reqs[6:]
+    assert all(r.get("warmup") for r in warm) and not any(r.get("warmup") for r in timed)
+    assert sorted(r["text"].split("<function=")[1].split(">")[0] for r in warm) == [f"f{i}" for i in range(6)]
+    assert all(len(r["tag"]["format"]["tags"]) == 6 for r in warm)
+    assert len(timed) == 4 and all(len(r["tag"]["format"]["tags"]) == 3 for r in timed)
