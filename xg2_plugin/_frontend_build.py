@@ -1,7 +1,7 @@
 """The JSON Schema front-end compiled to C with mypyc, when the build can.
 
-The front-end's modules (COMPILED: the converter, its regex/automata layer, the
-fragment memo) stay plain Python and are also compiled, at build time, into
+The front-end's modules (COMPILED: the converter, its regex and automata layers,
+the fragment memo) stay plain Python and are also compiled, at build time, into
 extension modules of the same names (mypyc, a build requirement), which run them
 about 1.6x faster -- the front-end was half of a large schema's compile time.
 Python imports an extension before its source, so the build records each
@@ -18,7 +18,7 @@ import importlib.util
 import os
 import sys
 
-COMPILED = ("json_schema", "json_schema_regex", "json_schema_fragments")  # modules of xg2_plugin the build compiles
+COMPILED = ("json_schema", "json_schema_regex", "json_schema_dfa", "json_schema_fragments")  # modules of xg2_plugin the build compiles
 
 
 def source_hash(path: str) -> str:

@@ -100,6 +100,7 @@ from ._native import ffi as _ffi, lib as _lib
 from . import json_schema_formats as F
 from . import json_schema_fragments as FR
 from . import json_schema_presets as P
+from . import json_schema_dfa as D
 from . import json_schema_regex as R
 
 __all__ = ["json_schema_to_ebnf"]
@@ -404,10 +405,10 @@ class _Converter:
         return name
 
     def string_except(self, words) -> Tuple[str, Tuple[str, ...]]:
-        """Every string content but ``words`` (R.string_except), and its rule names."""
+        """Every string content but ``words`` (D.string_except), and its rule names."""
         one = self.shared("json-char", R.json_char())
         esc = self.shared("json-char-nonprint", R.canonical_escapes())
-        return R.string_except(words, self.shared("json-chars", one + "*"), one, esc)
+        return D.string_except(words, self.shared("json-chars", one + "*"), one, esc)
 
     def machine(self, hint: str, start, succ, final) -> Optional[str]:
         """A right-linear family of rules: ``start`` a list of (expr, state),
@@ -1635,8 +1636,8 @@ class _Converter:
         else:
             ir = R.parse_pattern(F.FORMAT_PATTERNS[x])
         try:
-            dfa = R.cached_dfa(ir)
-        except R.DFAError as e:
+            dfa = D.cached_dfa(ir)
+        except D.DFAError as e:
             raise GrammarError(f'"pattern" at {path}: {e}') from None
         self.dfa_cache[key] = dfa
         return dfa
@@ -1736,13 +1737,13 @@ class _Converter:
         try:
             dfa: Any = None
             for ir, kw, p in irs:
-                dd = R.cached_dfa(ir)
+                dd = D.cached_dfa(ir)
                 dfa = dd if dfa is None else dfa.intersect(dd)
             for ir, kw, p in negs:
-                comp = R.cached_dfa(ir).complement()
+                comp = D.cached_dfa(ir).complement()
                 dfa = comp if dfa is None else dfa.intersect(comp)
             if not_vals:
-                comp = R.words_dfa(not_vals).complement()
+                comp = D.words_dfa(not_vals).complement()
                 dfa = comp if dfa is None else dfa.intersect(comp)
             if min_len > 0 or max_len is not None:  # (dfa is set: an unconstrained string returned above)
                 span = None if dfa.is_empty() else dfa.count_span()
@@ -1753,8 +1754,8 @@ class _Converter:
                     if lo < min_len or (max_len is not None and (hi is None or hi > max_len)):
                         length = (min_len, max_len)
                 else:
-                    dfa = dfa.intersect(R.length_dfa(min_len, max_len))
-        except R.DFAError as e:
+                    dfa = dfa.intersect(D.length_dfa(min_len, max_len))
+        except D.DFAError as e:
             kw, p = (irs[0][1], irs[0][2]) if irs else ("not", parts[0][1])
             self.fail(kw, p, f"the combined string constraints are too complex ({e})")
             if irs:
@@ -1995,11 +1996,11 @@ class _Converter:
                     dd = self.dfa_for(("pat", pat), p).complement()
                     dfa = dd if dfa is None else dfa.intersect(dd)
                 if declared:
-                    dd = R.words_dfa(declared).complement()
+                    dd = D.words_dfa(declared).complement()
                     dfa = dd if dfa is None else dfa.intersect(dd)
                 if dfa is None:
-                    dfa = R.length_dfa(0, None)
-            except R.DFAError as e:
+                    dfa = D.length_dfa(0, None)
+            except D.DFAError as e:
                 self.fail("patternProperties", pats[0][2] if pats else parts[0][1], str(e))
                 cases.append((R.JSON_STRING_LOOSE, vconj, None, False))
                 continue
@@ -2021,9 +2022,9 @@ class _Converter:
         try:
             dfas = [self.dfa_for(("pat", pat), p) for pat, _, p, _ in pats]
             if declared:
-                dfas.append(R.words_dfa(declared))
-            trans, labels = R.labelled_product(dfas)
-        except R.DFAError:
+                dfas.append(D.words_dfa(declared))
+            trans, labels = D.labelled_product(dfas)
+        except D.DFAError:
             return None
         if len(trans) > _PATTERN_KEYS_MAX_STATES:
             return None
@@ -2097,7 +2098,7 @@ class _Converter:
         """A DFA of the strings valid under a propertyNames schema (None: all)."""
         parts = self.flatten([(sub, path, frozenset())])
         if parts is None:
-            return R.DFA([[]], [False])
+            return D.DFA([[]], [False])
         dfa = None
         for s, p, skip in parts:
             for k in s:
@@ -2110,7 +2111,7 @@ class _Converter:
                     for y in (s[k] if isinstance(s[k], list) else [s[k]]):
                         ts |= _TYPE_MAP.get(y, set())
                     if "string" not in ts:
-                        return R.DFA([[]], [False])
+                        return D.DFA([[]], [False])
                     continue
                 if k in _NUM_KW or k in _OBJ_KW or k in _ARR_KW:
                     continue  # do not apply to strings
@@ -2122,25 +2123,25 @@ class _Converter:
                 elif k == "format":
                     continue
                 elif k == "minLength":
-                    dd = R.length_dfa(s[k], None)
+                    dd = D.length_dfa(s[k], None)
                 elif k == "maxLength":
-                    dd = R.length_dfa(0, s[k])
+                    dd = D.length_dfa(0, s[k])
                 elif k in ("enum", "const"):
                     vals = [s["const"]] if k == "const" else s["enum"]
-                    dd = R.words_dfa([v for v in vals if isinstance(v, str)])
+                    dd = D.words_dfa([v for v in vals if isinstance(v, str)])
                 elif k == "$xg:notEnum":
-                    dd = R.words_dfa([v for v in s[k] if isinstance(v, str)]).complement()
+                    dd = D.words_dfa([v for v in s[k] if isinstance(v, str)]).complement()
                 elif k == "$xg:notPattern":
                     dd = self.dfa_for(("pat", s[k]), p).complement()
                 elif k == "$xg:notFormat":
                     dd = self.dfa_for(("fmt", s[k]), p).complement()
                 elif k == "$xg:types":
                     if "string" not in s[k]:
-                        return R.DFA([[]], [False])
+                        return D.DFA([[]], [False])
                     continue
                 elif k == "not":
                     inner = self.name_dfa(s[k], _ptr_join(p, k))
-                    dd = R.DFA([[]], [False]) if inner is None else inner.complement()
+                    dd = D.DFA([[]], [False]) if inner is None else inner.complement()
                 elif k == "anyOf":
                     comp = None
                     for j, sub in enumerate(s[k]):
@@ -2159,7 +2160,7 @@ class _Converter:
                     continue
                 try:
                     dfa = dd if dfa is None else dfa.intersect(dd)
-                except R.DFAError as e:
+                except D.DFAError as e:
                     self.fail("propertyNames", p, str(e))
         return dfa
 

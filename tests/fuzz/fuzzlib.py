@@ -25,7 +25,7 @@ with atheris.instrument_imports(include=["xg2_plugin"]):
     import xg2_plugin as xgr
     # the front-ends are imported on first use: import them here so they are instrumented
     from xg2_plugin import _budget, choice, json_schema, json_schema_formats, json_schema_fragments  # noqa: F401
-    from xg2_plugin import json_schema_regex, lark  # noqa: F401
+    from xg2_plugin import json_schema_dfa, json_schema_regex, lark  # noqa: F401
     from xg2_plugin._errors import (
         GrammarError,
         InvalidArgumentError,

@@ -14,6 +14,7 @@ import pytest
 
 import xg2_plugin as xgr
 from xg2_plugin import json_schema_formats as F
+from xg2_plugin import json_schema_dfa as D
 from xg2_plugin import json_schema_regex as R
 from xg2_plugin.json_schema import json_schema_to_ebnf
 from xg2_plugin.compiler import CompiledGrammar
@@ -69,7 +70,7 @@ def test_search_pattern_keeps_one_state_past_a_match():
     # match too (67 states, minimized back to 33).  Built by the shift-and
     # construction, minimal as built.
     ir = R.parse_pattern("[0-9a-f]{32}")
-    d = R.DFA.from_ir(ir)
+    d = D.DFA.from_ir(ir)
     assert len(d.trans) == 33 and d.settled
     m = d.minimized()
     assert m is d and sum(m.accept) == 1
@@ -93,7 +94,7 @@ def _accepts(dfa, text):
 def test_search_pattern_dfa_decides_as_re_search(pattern):
     import re
 
-    d = R.DFA.from_ir(R.parse_pattern(pattern)).minimized()
+    d = D.DFA.from_ir(R.parse_pattern(pattern)).minimized()
     rng = random.Random(7)
     alphabet = "abcqxyz0123456789f"
     samples = ["", "0123456789abcdef0123456789abcdef", "-0123456789abcdef0123456789abcdef-", "axyz"]
@@ -106,7 +107,7 @@ def test_minimization_finishes_a_long_chain_that_moore_rounds_gave_up_on():
     # a path pattern whose distinguishing suffixes are longer than the rounds
     # Moore's refinement is allowed: left at 151 states before, 72 now
     pattern = r"/api/v1/user_identities/\d+/programs/\d+/applicants_by_cas_id/\d+/designation"
-    m = R.DFA.from_ir(R.parse_pattern(pattern)).minimized()
+    m = D.DFA.from_ir(R.parse_pattern(pattern)).minimized()
     assert len(m.trans) == 72
     for text in ["/api/v1/user_identities/1/programs/22/applicants_by_cas_id/3/designation",
                  "x/api/v1/user_identities/1/programs/22/applicants_by_cas_id/3/designationy",
@@ -132,8 +133,8 @@ def test_hopcroft_gives_the_partition_of_moore_rounds():
                 rows[s] = list(rows[rng.randrange(n)])
         rows.append([n] * width)  # the dead state
         start = [rng.randint(0, 1) for _ in range(n)] + [2]
-        cls, count = R._hopcroft([list(r) for r in rows], list(start))
-        moore = R._moore(np.array(rows, dtype=np.int64), np.array(start, dtype=np.int64))
+        cls, count = D._hopcroft([list(r) for r in rows], list(start))
+        moore = D._moore(np.array(rows, dtype=np.int64), np.array(start, dtype=np.int64))
         if moore is None:
             continue
         compared += 1

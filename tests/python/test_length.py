@@ -22,6 +22,7 @@ import pytest
 
 import xg2_plugin as xgr
 from xg2_plugin import GrammarError, LimitExceededError
+from xg2_plugin import json_schema_dfa as D
 from xg2_plugin import json_schema_regex as R
 from xg2_plugin.json_schema import json_schema_to_ebnf
 
@@ -50,7 +51,7 @@ CASES = [  # (rules, regex, min, max, alphabet, longest string tried)
 def _viable(pattern: str, lo: int, hi):
     """Whether a string can be completed to one of the pattern with lo..hi
     characters: the counts reachable to acceptance from the automaton's state."""
-    dfa = R.DFA.from_ir(R.parse_pattern("^(?:" + pattern + ")$")).minimized()
+    dfa = D.DFA.from_ir(R.parse_pattern("^(?:" + pattern + ")$")).minimized()
 
     @functools.lru_cache(maxsize=None)
     def counts(q: int, limit: int) -> frozenset:

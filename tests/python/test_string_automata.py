@@ -1,4 +1,4 @@
-"""The JSON Schema front-end's symbolic string automata (``json_schema_regex.DFA``):
+"""The JSON Schema front-end's symbolic string automata (``json_schema_dfa.DFA``):
 minimization keeps the language, against Python's ``re`` and the unminimized
 automaton, on random strings over each case's alphabet."""
 
@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from xg2_plugin import json_schema_dfa as D
 from xg2_plugin import json_schema_regex as R
 
 # (pattern, minLength, maxLength, alphabet): searched patterns and length bounds,
@@ -23,9 +24,9 @@ CASES = [
 
 
 def _dfa(pattern, lo, hi):
-    d = R.DFA.from_ir(R.parse_pattern(pattern))
+    d = D.DFA.from_ir(R.parse_pattern(pattern))
     if lo or hi is not None:
-        d = d.intersect(R.DFA.from_ir(R.n_rep(R.n_set(R.ALL), lo, hi)))
+        d = d.intersect(D.DFA.from_ir(R.n_rep(R.n_set(R.ALL), lo, hi)))
     return d
 
 
@@ -55,7 +56,7 @@ def test_minimized_shrinks_searched_pattern_products():
     # The unanchored pattern's subset automaton repeats states (303 for 99 before
     # one state stood for every subset past the trailing `.*`, 147 now); its product
     # with a length bound repeats them per length.
-    search = R.DFA.from_ir(R.parse_pattern(r"\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}"))
+    search = D.DFA.from_ir(R.parse_pattern(r"\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}"))
     assert len(search.minimized().trans) * 1.4 < len(search.trans) <= 150
     product = _dfa(r"\d+-[A-Fa-f0-9]*-[A-Fa-f0-9]{24}", 35, None)
     assert len(product.minimized().trans) * 2 < len(product.trans)
@@ -68,8 +69,8 @@ def test_minimized_shrinks_searched_pattern_products():
 def test_length_dfa_is_the_chain_the_subset_construction_builds(lo, hi):
     # Built directly, the automaton of "lo to hi characters" must be the one the
     # generic construction gives (same states in the same order), only faster.
-    built = R.DFA.from_ir(R.n_rep(R.n_set(R.ALL), lo, hi)).minimized()
-    direct = R.length_dfa(lo, hi)
+    built = D.DFA.from_ir(R.n_rep(R.n_set(R.ALL), lo, hi)).minimized()
+    direct = D.length_dfa(lo, hi)
     assert (direct.trans, direct.accept) == (built.trans, built.accept)
     assert direct.minimized() is direct
     for n in (0, lo, lo + 1, 2 * lo + 3) + (() if hi is None else (hi, hi + 1)):
@@ -79,7 +80,7 @@ def test_length_dfa_is_the_chain_the_subset_construction_builds(lo, hi):
 def _subset_dfa(ir):
     """The generic path (Thompson NFA, subset construction), bypassing the
     shift-and construction DFA.from_ir takes for class sequences."""
-    nfa = R._NFA()
+    nfa = D._NFA()
     start = nfa.new()
     end = nfa.end = nfa.new()
     nfa.build(ir, start, end)
@@ -107,7 +108,7 @@ def test_linear_patterns_take_the_shift_and_construction_with_the_same_language(
     patterns += [_random_linear_pattern(rng) for _ in range(150)]
     for pattern in patterns:
         ir = R.parse_pattern(pattern)
-        linear = R._linear_dfa(ir)
+        linear = D._linear_dfa(ir)
         assert linear is not None, pattern
         seen_linear += 1
         subset = _subset_dfa(ir)
@@ -115,7 +116,7 @@ def test_linear_patterns_take_the_shift_and_construction_with_the_same_language(
         if linear.settled:
             seen_settled += 1
             assert len(linear.trans) == len(subset.minimized().trans), pattern
-        assert R.DFA.from_ir(ir).trans == linear.trans
+        assert D.DFA.from_ir(ir).trans == linear.trans
         py = re.compile(pattern)
         for s in _strings("abcdx0f", rng, 60):
             assert linear.accepts(s) == (py.search(s) is not None), (pattern, s)
@@ -128,7 +129,7 @@ def test_other_patterns_keep_the_subset_construction(pattern):
         ir = R.parse_pattern(pattern)
     except R.PatternError:
         return
-    assert R._linear_dfa(ir) is None
+    assert D._linear_dfa(ir) is None
 
 
 def test_searched_alternation_shares_one_leading_and_trailing_any():
@@ -139,7 +140,7 @@ def test_searched_alternation_shares_one_leading_and_trailing_any():
     words = ["alphabet", "bravo123", "charlie9", "deltaxyz", "echoecho", "foxtrot1", "golfgolf", "hotelabc",
              "indiaaaa", "julietxx"]
     pattern = "|".join(words)
-    d = R.DFA.from_ir(R.parse_pattern(pattern))
+    d = D.DFA.from_ir(R.parse_pattern(pattern))
     assert len(d.trans) <= 80
     rng = random.Random(11)
     samples = [rng.choice(words)[:k] + rng.choice(words) + "zz" for k in range(8)] + ["", "alphabe", "xbravo12"]
@@ -148,6 +149,6 @@ def test_searched_alternation_shares_one_leading_and_trailing_any():
         assert d.accepts(text) == bool(_re.search(pattern, text)), text
     # mixed anchors keep their own `.*`: `^a|b` and `a$|b`
     for pattern in ("^ab|cd", "ab$|cd", "^ab$|cd", "^(ab|cd)"):
-        d = R.DFA.from_ir(R.parse_pattern(pattern))
+        d = D.DFA.from_ir(R.parse_pattern(pattern))
         for text in ["ab", "xab", "abx", "cd", "xcdx", "x", "", "abcd", "cdab"]:
             assert d.accepts(text) == bool(_re.search(pattern, text)), (pattern, text)

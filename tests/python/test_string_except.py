@@ -16,6 +16,7 @@ import pytest
 
 import xg2_plugin as xgr
 from xg2_plugin import GrammarError
+from xg2_plugin import json_schema_dfa as D
 from xg2_plugin import json_schema_regex as R
 
 INFO = xgr.TokenizerInfo([bytes([i]) for i in range(256)])
@@ -29,7 +30,7 @@ def _key_grammars(words):
     """(the core's trie, the front-end's written-out trie) for keys but ``words``."""
     lits = ", ".join(f'"{w}"' for w in words)
     core = f'root ::= "\\"" StringExcept(json-chars, json-char, json-char-nonprint, {lits}) "\\""\n' + HELPERS
-    text, _ = R._string_except(tuple(sorted(set(words))), "json-chars", "json-char", "json-char-nonprint")
+    text, _ = D._string_except(tuple(sorted(set(words))), "json-chars", "json-char", "json-char-nonprint")
     written = f'root ::= "\\"" {text} "\\""\n' + HELPERS
     return xgr.Grammar.from_ebnf(core), xgr.Grammar.from_ebnf(written)
 
