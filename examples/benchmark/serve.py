@@ -376,7 +376,7 @@ def report(results, args, started: str, starts: Dict[str, float], notes: List[st
     cpu_rows = []
     for (backend, workload, conc), (cons, nones) in results.items():
         con, none = merge_phases(cons), merge_phases(nones)
-        per = [1e6 * x / max(1, p["tokens"]) for p in (con, none) for x in (p["cpu_api"], p["cpu_engine"])]
+        per = [1e6 * p[k] / max(1, p["tokens"]) for k in ("cpu_api", "cpu_engine") for p in (con, none)]
         cpu_rows.append([backend, workload, conc] + [fmt(x, ".0f") for x in per])
     cpu_table = common.markdown_table(
         ["backend", "workload", "conc.", "API server µs/token", "none", "engine core µs/token", "none"],
