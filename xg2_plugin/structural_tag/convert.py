@@ -152,21 +152,14 @@ _TOKEN_MAPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class _Vocab:
-    """The special tokens' texts (and a regex of them, longest first), and on first use
+    """The special tokens' texts (the TokenizerInfo's map) and a finder of them, and on first use
     the text of every token (a token format given by its text: decoding all of a large
     vocabulary costs a few hundred ms, too much for every cold process's first tag)."""
 
     def __init__(self, info) -> None:
         self.info = info
         self.size = info.vocab_size
-        self.special: Dict[str, int] = {}
-        for i, raw in sorted(info._given_special_tokens()):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            if text:
-                self.special.setdefault(text, i)
+        self.special: Dict[str, int] = info._special_by_text  # (read only)
         self._by_text: Optional[Dict[str, int]] = None
         self.literals: Dict[str, str] = {}  # lit()'s results: text -> EBNF
         words = [t for t in self.special if len(t) > 1]
