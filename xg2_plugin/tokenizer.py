@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from enum import Enum
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -102,6 +102,20 @@ def _check_ids(ids: List[int], vocab_size: int, what: str) -> None:
     for i in ids:
         if not 0 <= i < vocab_size:
             raise InvalidArgumentError(f"{what} holds {i}, out of range [0, {vocab_size})")
+
+
+def text_ids(pairs: Iterable[Tuple[int, bytes]]) -> Dict[str, int]:
+    """Text -> id of the (id, bytes) pairs whose bytes are non-empty UTF-8, the first id
+    where two share a text."""
+    out: Dict[str, int] = {}
+    for i, raw in pairs:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if text:
+            out.setdefault(text, i)
+    return out
 
 
 class TokenizerInfo:
@@ -345,18 +359,9 @@ class TokenizerInfo:
         return out
 
     def _special_text_map(self) -> Dict[str, int]:
-        """Text -> id of the declared special tokens that decode to UTF-8 text (the lowest
-        id where two share a text): a structural tag's string that is a special token's
-        text means that token."""
-        out: Dict[str, int] = {}
-        for i, raw in sorted(self._given_special_tokens()):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            if text:
-                out.setdefault(text, i)
-        return out
+        """Text -> id of the declared special tokens (see text_ids): a structural tag's
+        string that is a special token's text means that token."""
+        return text_ids(sorted(self._given_special_tokens()))
 
     def token_flags(self, token_id: int) -> int:
         """XG2_TOKEN_* flags of one token (special, stop, padding)."""

@@ -22,6 +22,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 from .._errors import GrammarError, InvalidArgumentError, LimitExceededError, XG2Error
 from ..grammar import ebnf_string_literal
 from ..linking import Piece, follow_of_strings, link, rename_rules
+from ..tokenizer import text_ids
 from . import formats as F
 
 ANY_CHAR = "[\\0-\\U0010FFFF]"
@@ -168,14 +169,7 @@ class _Vocab:
     @property
     def by_text(self) -> Dict[str, int]:
         if self._by_text is None:
-            by_text: Dict[str, int] = {}
-            for i, raw in enumerate(self.info.decoded_vocab):
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    continue
-                if text:
-                    by_text.setdefault(text, i)
+            by_text = text_ids(enumerate(self.info.decoded_vocab))
             by_text.update(self.special)
             self._by_text = by_text
         return self._by_text
