@@ -123,10 +123,6 @@ typedef struct {
      * that goes on into the tag is uncertain (the live parser knows the tags). */
     int opaque;
     acc_log *log; /* the accepted tokens' list (shared by the walker's copies) */
-    /* The same under the child of the root being walked (fan_known: set for
-     * it; fan_skip: its refused children add nothing). */
-    int fan_known, fan_skip;
-    xg2_byteset fan_ok;
     /* Nested in a callee from the root (walk_from): the root's children worth
      * walking (nest_ok: the bytes the callee's start steps or hands over on),
      * when a refused one adds nothing (nest_skip). */
@@ -492,7 +488,7 @@ static inline uint64_t far_head_groups(const walker *w, uint32_t s, uint32_t loo
 }
 
 /* The bytes state s has a transition on (the children of a trie node a walk
- * stepping from s may descend into; for root_ok and fan_ok). */
+ * stepping from s may descend into; for root_ok and nest_ok). */
 static void step_bytes(const xg2_grammar *g, uint32_t s, xg2_byteset *out) {
     memset(out, 0, sizeof *out);
     for (unsigned c = 0; c < 256; c++)
@@ -517,10 +513,9 @@ static uint32_t next_sibling(const xg2_trie *t, uint32_t p, uint32_t i, const xg
         if (kid[mid] < i) lo = mid + 1;
         else hi = mid;
     }
-    uint32_t k = t->kid_node[at];
-    for (uint32_t j = lo + 1; j < k; j++)
+    for (uint32_t j = lo + 1; j < t->kid_node[at]; j++)
         if (xg2__step(g, q, byte[j]) != XG2_NONE || (keep && byteset_has(keep, byte[j]))) return kid[j];
-    return kid[k];
+    return p + t->nodes[p].subtree;
 }
 
 /* The walk in plain DFA mode (no parser, no nesting), node by node for as long
@@ -542,7 +537,6 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
         uint32_t d = nd->depth;
         uint8_t c = nd->byte;
         if (d == 1) {
-            w->fan_known = 0;
             if (w->root_skip && !byteset_has(&w->root_ok, c)) {
                 i = t->root_next[byteset_next(&w->root_ok, c + 1u)];
                 continue;
@@ -568,24 +562,14 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
             if (cd)
                 for (uint32_t k = nd->tok_begin; k < nd->tok_end; k++)
                     if (vec_push(unc, ids[k])) { *rc = XG2_NOMEM(); return i; }
-            /* under a child of the root with many children: jump to the next
-             * sibling whose byte the parent's state takes (as root_skip does
-             * one level up; refused children add nothing unless cand[1] or
-             * an end at depth 1 may make them uncertain); deeper, the same
-             * through the parent's sibling table */
-            if (d == 2 && t->fan_off[w->path[1]] != UINT32_MAX) {
-                i += nd->subtree;
-                if (!w->fan_known) {
-                    w->fan_known = 1;
-                    w->fan_skip = !cand[1] && !(cand_from <= 2 && comp[1]);
-                    step_bytes(g, q, &w->fan_ok);
-                }
-                if (w->fan_skip) i = t->fan[t->fan_off[w->path[1]] + byteset_next(&w->fan_ok, c + 1u)];
-            } else if (d >= 2 && !cand[d - 1] && !(d >= cand_from && comp[d - 1])) {
+            /* under a node with many children: on to the next sibling whose
+             * byte the parent's state takes (as root_skip does at the root),
+             * when refused children add nothing (no cand[d - 1], no end of the
+             * rule at depth d - 1 that may make them uncertain) */
+            if (d >= 2 && !cand[d - 1] && !(d >= cand_from && comp[d - 1]))
                 i = next_sibling(t, w->at[d - 1], i, g, q, NULL);
-            } else {
+            else
                 i += nd->subtree;
-            }
             continue;
         }
         if (nd->subtree > 1 && !(t->below[i] & ~(g->self_groups[s] | far_head_groups(w, s, ss->loop, n)))) {
@@ -677,7 +661,6 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
     uint32_t pushed = 0; /* parser pushes since earley_from */
     /* dfa_run steps the root's children from qs[0]; a refused one adds
      * uncertain tokens only through cand[0] or an end at depth 0 */
-    w->fan_known = 0;
     w->root_skip = w->earley_from == UINT32_MAX && w->set_from == UINT32_MAX && w->nest_from == UINT32_MAX &&
                    w->nest_base == XG2_NONE && !w->cand[0] && !(w->cand_from <= 1 && w->comp[0]) &&
                    !(g->states[w->qs[0]].flags & SF_REPEAT);
@@ -734,7 +717,6 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             continue;
         }
         w->path[d] = c;
-        if (d == 1) w->fan_known = 0;
         if (d == 1 && w->nest_base != XG2_NONE) { /* back at the start: nested again */
             w->nest_from = 0;
             w->nest_rule = w->nest_base;

@@ -131,7 +131,6 @@ void xg2__trie_free(xg2_trie *t) {
     xg2__free(t->below);
     xg2__free(t->in_slices);
     xg2__free(t->ids);
-    xg2__free(t->fan);
     xg2__free(t->kid_at);
     xg2__free(t->kid_node);
     xg2__free(t->kid_byte);
@@ -185,7 +184,7 @@ static int sibling_tables(xg2_trie *t) {
         uint32_t kids = 0, end = p + t->nodes[p].subtree;
         for (uint32_t ch = p + 1; ch < end; ch += t->nodes[ch].subtree) kids++;
         t->kid_at[p] = p && kids >= XG2_KIDS_MIN ? (uint32_t)total : UINT32_MAX;
-        if (t->kid_at[p] != UINT32_MAX) total += kids + 2;
+        if (t->kid_at[p] != UINT32_MAX) total += kids + 1;
     }
     if (total > UINT32_MAX / 2) return xg2__fail(XG2_ERR_LIMIT, "vocabulary too large for the trie");
     t->kid_node = xg2__malloc(sizeof(uint32_t) * (total ? total : 1));
@@ -201,8 +200,6 @@ static int sibling_tables(xg2_trie *t) {
         }
         t->kid_node[at] = k;
         t->kid_byte[at] = 0;
-        t->kid_node[at + 1 + k] = end;
-        t->kid_byte[at + 1 + k] = 0;
     }
     return XG2_OK;
 }
@@ -265,20 +262,8 @@ static int build_entries(const xg2_vocab *v, trie_entry *ents, uint32_t n, xg2_t
         nd->tok_begin = next;
         nd->tok_end = after;
     }
-    /* Jump tables: of the root's children, and of each child of the root with
-     * at least XG2_FAN_MIN children of its own. */
+    /* Jump tables: of the root's children, and of nodes with many children. */
     child_table(t, 0, t->root_next);
-    uint32_t n_fan = 0;
-    for (uint32_t b = 0; b < 256; b++) t->fan_off[b] = UINT32_MAX;
-    for (uint32_t r = 1; r < nn; r += t->nodes[r].subtree) {
-        uint32_t kids = 0;
-        for (uint32_t ch = r + 1; ch < r + t->nodes[r].subtree; ch += t->nodes[ch].subtree) kids++;
-        if (kids >= XG2_FAN_MIN) t->fan_off[t->nodes[r].byte] = 257 * n_fan++;
-    }
-    t->fan = xg2__malloc(sizeof(uint32_t) * 257 * (n_fan ? n_fan : 1));
-    if (!t->fan) { rc = XG2_NOMEM(); goto out; }
-    for (uint32_t r = 1; r < nn; r += t->nodes[r].subtree)
-        if (t->fan_off[t->nodes[r].byte] != UINT32_MAX) child_table(t, r, t->fan + t->fan_off[t->nodes[r].byte]);
     if ((rc = sibling_tables(t))) goto out;
     /* Byte groups below each node, children first (they follow their parent). */
     t->below = xg2__calloc(nn, sizeof(uint64_t));

@@ -23,7 +23,6 @@ typedef struct {
 } xg2_trie_node;
 
 /* A prefix trie over a subset of the vocabulary, tokens in byte order. */
-#define XG2_FAN_MIN 32 /* children of a child of the root worth a jump table (fan) */
 typedef struct {
     xg2_trie_node *nodes;
     uint64_t *below; /* per node: the groups (xg2__byte_group) of the bytes below it */
@@ -36,16 +35,11 @@ typedef struct {
      * (n_nodes if none), so a walk can go straight to the first bytes its
      * start allows instead of reading every child of the root. */
     uint32_t root_next[257];
-    /* The same one level down, for children of the root with many children
-     * (fan_off[b]: the child by byte b's table in fan, else UINT32_MAX): its
-     * first child whose byte is at or above a byte, 257 entries. */
-    uint32_t fan_off[256];
-    uint32_t *fan;
-    /* Sibling tables, for nodes with at least XG2_KIDS_MIN children: kid_at[p]
-     * (UINT32_MAX if none) indexes kid_node/kid_byte, where entry 0 holds the
-     * count k, entries 1..k the children (node, byte) in byte order and entry
-     * k+1 the end of p's subtree -- so a walk refused at one child can find the
-     * next one its state steps on without reading the nodes between. */
+    /* Sibling tables, for nodes other than the root with at least XG2_KIDS_MIN
+     * children: kid_at[p] (UINT32_MAX if none) indexes kid_node/kid_byte, where
+     * entry 0 holds the count k and entries 1..k the children (node, byte) in
+     * byte order -- so a walk refused at one child can find the next one its
+     * state steps on without reading the nodes between. */
     uint32_t *kid_at, *kid_node;
     uint8_t *kid_byte;
 } xg2_trie;
