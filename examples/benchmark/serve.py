@@ -473,15 +473,15 @@ def main(argv=None) -> int:
                         # output: the same batches, so the ratios compare the constraint only;
                         # rounds in ABBA order (con none, none con, ...) so that a drift of the
                         # machine's load weighs on both alike
-                        if r % 2 == 0:
+                        def constrained():
                             cons.append(run_phase(port, reqs, True, c, args.max_tokens, args.show and r == 0,
-                                                  proc.pid))
+                                                  server_pid=proc.pid))
+
+                        def unconstrained():
                             nones.append(run_phase(port, reqs, False, c, [n or 16 for n in cons[-1]["per_request"]],
                                                    server_pid=proc.pid))
-                        else:
-                            nones.append(run_phase(port, reqs, False, c, [n or 16 for n in cons[-1]["per_request"]],
-                                                   server_pid=proc.pid))
-                            cons.append(run_phase(port, reqs, True, c, args.max_tokens, server_pid=proc.pid))
+                        for phase in ((constrained, unconstrained) if r % 2 == 0 else (unconstrained, constrained)):
+                            phase()
                     results[(backend, w, c)] = (cons, nones)
                     con, none = merge_phases(cons), merge_phases(nones)
                     print(f"[{backend}] {w} c={c}: ttft {fmt(con['ttft_mean'], '.3f')} s vs "

@@ -67,8 +67,10 @@ def requests(pool, fmt: str, n: int, mode: str, count: int, seed: int) -> List[D
     masks included, is there; each timed request's own choice of tools is still new)."""
     rng = random.Random(seed)
     static = _sample(rng, pool, n)  # one set for every request in static mode (N > the pool too)
-    out = [{"tag": structural_tag(fmt, pool), "warmup": True}] if mode == "warm" else []
-    if mode == "served":
+    out: List[Dict[str, Any]] = []
+    if mode == "warm":
+        out = [{"tag": structural_tag(fmt, pool), "warmup": True}]
+    elif mode == "served":
         whole = structural_tag(fmt, pool)
         out = [{"tag": whole, "warmup": True, "text": output_text(fmt, t)} for t in pool]
     for _ in range(count):
@@ -329,8 +331,8 @@ def main(argv=None) -> int:
                 cell_no += 1
                 vocab = HARMONY_VOCAB if fmt_name == "harmony" else opts.tokenizer
                 runs: Dict[str, List[Dict[str, Optional[float]]]] = {eng: [] for eng in order}
-                for r in range(max(1, opts.repeat)):
-                    for eng in order[r % len(order):] + order[:r % len(order)]:
+                for run in range(max(1, opts.repeat)):
+                    for eng in order[run % len(order):] + order[:run % len(order)]:
                         res = run_isolated(eng, vocab, reqs, opts.timeout)
                         runs[eng].append(summarize(res))
                         problems += [f"{eng} {fmt_name} {mode} N={n}: {e}" for e in res["errors"][:5]]
