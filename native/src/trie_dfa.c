@@ -10,8 +10,10 @@
  * choice is new in every request's grammar, so the generic route (an NFA, its
  * subset construction, minimisation, a DFA-cache entry no other grammar will use)
  * ran on every compile.  Read as a trie of the alternatives' items, whose leaves
- * all go on to the tail, it is already deterministic: built here in one pass, its
- * states numbered breadth-first as fsm.c numbers them.  Only when no alternative
+ * all go on to the tail, it is already deterministic: built here from the sorted
+ * alternatives (each one shares its longest common prefix with the one before: no
+ * lookups, each node's edges made in order), its states numbered breadth-first as
+ * fsm.c numbers them.  Only when no alternative
  * is a prefix of another (a leaf never has children): otherwise, or for any other
  * shape, the generic route builds it.  Equivalent states are not merged (the
  * tails of two tools with the same name suffix and arguments): the language, and
@@ -21,55 +23,18 @@
 #include "fsm.h"
 
 #define LEAF 1u /* the node every alternative ends at (then the tail); the root is node 0 */
-#define NO_NODE UINT32_MAX
 
 typedef struct {
     uint32_t from, label, to; /* label: a byte, or 256 + a rule id */
 } trie_edge;
 
+typedef VEC(trie_edge) edge_vec;
+
+/* One alternative as its labels, pool[at .. at + n). */
 typedef struct {
-    VEC(trie_edge) edges;
-    uint32_t *tab, cap; /* open addressing over edges: (from, label) -> edge index + 1 */
-    uint32_t n_nodes;
-    int rc;
-} trie;
-
-static uint32_t slot_of(const trie *t, uint32_t from, uint32_t label) {
-    uint64_t h = xg2__mix64(xg2__mix64(0x9e3779b97f4a7c15ull, from), label);
-    return (uint32_t)h & (t->cap - 1);
-}
-
-static int grow(trie *t) {
-    uint32_t cap = t->cap ? t->cap * 2 : 256;
-    uint32_t *tab = xg2__calloc(cap, sizeof(uint32_t));
-    if (!tab) return XG2_NOMEM();
-    xg2__free(t->tab);
-    t->tab = tab;
-    t->cap = cap;
-    for (uint32_t k = 0; k < t->edges.n; k++) {
-        uint32_t i = slot_of(t, t->edges.a[k].from, t->edges.a[k].label);
-        while (tab[i]) i = (i + 1) & (cap - 1);
-        tab[i] = k + 1;
-    }
-    return XG2_OK;
-}
-
-/* The node after `from` on `label`, made (to `want`, or a new node if want is NO_NODE)
- * if missing; NO_NODE when the edge exists to another node than `want` (not a
- * prefix-free trie) or on allocation failure (t->rc). */
-static uint32_t step(trie *t, uint32_t from, uint32_t label, uint32_t want) {
-    if ((uint64_t)(t->edges.n + 1) * 2 > t->cap && (t->rc = grow(t))) return NO_NODE;
-    uint32_t i = slot_of(t, from, label);
-    for (; t->tab[i]; i = (i + 1) & (t->cap - 1)) {
-        const trie_edge *e = &t->edges.a[t->tab[i] - 1];
-        if (e->from == from && e->label == label) return want != NO_NODE && e->to != want ? NO_NODE : e->to;
-    }
-    uint32_t to = want != NO_NODE ? want : t->n_nodes++;
-    trie_edge e = {from, label, to};
-    if (vec_push(&t->edges, e)) { t->rc = XG2_NOMEM(); return NO_NODE; }
-    t->tab[i] = t->edges.n;
-    return to;
-}
+    const uint32_t *a;
+    uint32_t n;
+} trie_path;
 
 /* Item kinds of a path: literal bytes (not empty) or a reference to a rule not expanded in place. */
 static int path_item(const xg2_ir *ir, uint32_t id, const uint8_t *inline_rule) {
@@ -94,31 +59,31 @@ static uint32_t path_items(const xg2_ir *ir, uint32_t id, const uint8_t *inline_
     return 1;
 }
 
-/* Walk items from `node`, the last step to `end` (NO_NODE: a new node); the node
- * reached, or NO_NODE if the path runs on past another path's end at `stop`. */
-static uint32_t add_path(trie *t, const xg2_ir *ir, const uint32_t *items, uint32_t n, uint32_t node, uint32_t end,
-                         uint32_t stop) {
-    for (uint32_t i = 0; i < n && node != NO_NODE; i++) {
+/* Append the labels of items to pool. */
+static int add_labels(const xg2_ir *ir, const uint32_t *items, uint32_t n, xg2_u32vec *pool) {
+    for (uint32_t i = 0; i < n; i++) {
         const xg2_expr *e = &ir->exprs.a[items[i]];
-        uint32_t k = e->kind == XE_BYTES ? e->n : 1;
-        for (uint32_t j = 0; j < k && node != NO_NODE; j++) {
-            if (node == stop) return NO_NODE;
-            uint32_t label = e->kind == XE_BYTES ? ir->bytes.a[e->a + j] : 256u + e->a;
-            node = step(t, node, label, i + 1 == n && j + 1 == k ? end : NO_NODE);
+        if (e->kind != XE_BYTES) {
+            if (vec_push(pool, 256u + e->a)) return XG2_NOMEM();
+            continue;
         }
+        if (vec_reserve(pool, (uint64_t)pool->n + e->n)) return XG2_NOMEM();
+        for (uint32_t j = 0; j < e->n; j++) pool->a[pool->n++] = ir->bytes.a[e->a + j];
     }
-    return node;
+    return XG2_OK;
 }
 
-static int cmp_edge(const void *a, const void *b) {
-    const trie_edge *x = a, *y = b;
-    if (x->from != y->from) return x->from < y->from ? -1 : 1;
-    return (x->label > y->label) - (x->label < y->label);
+static int cmp_path(const void *a, const void *b) {
+    const trie_path *x = a, *y = b;
+    uint32_t n = x->n < y->n ? x->n : y->n;
+    for (uint32_t k = 0; k < n; k++)
+        if (x->a[k] != y->a[k]) return x->a[k] < y->a[k] ? -1 : 1;
+    return (x->n > y->n) - (x->n < y->n);
 }
 
-/* The DFA of the trie, states breadth-first from the root (node 0). */
-static int emit(const trie *t, uint32_t final_node, xg2_dfa *out) {
-    uint32_t n = t->n_nodes, ne = t->edges.n;
+/* The DFA of the trie (edges: each node's in ascending label order, nodes in any
+ * order), states breadth-first from the root (node 0). */
+static int emit(const trie_edge *edges, uint32_t ne, uint32_t n, uint32_t final_node, xg2_dfa *out) {
     uint32_t *first = xg2__calloc((size_t)n + 1, sizeof(uint32_t)), *order = xg2__malloc(sizeof(uint32_t) * n),
              *id = xg2__malloc(sizeof(uint32_t) * n);
     trie_edge *e = xg2__malloc(sizeof(trie_edge) * (ne ? ne : 1));
@@ -133,10 +98,12 @@ static int emit(const trie *t, uint32_t final_node, xg2_dfa *out) {
         rc = XG2_NOMEM();
         goto out;
     }
-    memcpy(e, t->edges.a, sizeof(trie_edge) * ne);
-    qsort(e, ne, sizeof *e, cmp_edge); /* by node, then bytes before rules, each ascending */
-    for (uint32_t k = 0; k < ne; k++) first[e[k].from + 1]++;
+    /* Grouped by node, stably (a counting sort): by node, then label. */
+    for (uint32_t k = 0; k < ne; k++) first[edges[k].from + 1]++;
     for (uint32_t v = 0; v < n; v++) first[v + 1] += first[v];
+    for (uint32_t k = 0; k < ne; k++) e[first[edges[k].from]++] = edges[k];
+    for (uint32_t v = n; v > 0; v--) first[v] = first[v - 1];
+    first[0] = 0;
     for (uint32_t v = 0; v < n; v++) id[v] = UINT32_MAX;
     uint32_t head = 0, tail = 0, nb = 0, nr = 0;
     order[tail++] = 0;
@@ -175,6 +142,45 @@ out:
     return rc;
 }
 
+/* The trie of the sorted paths, then the tail from LEAF: each path shares its
+ * longest common prefix with the one before it, so a node's edges are made in
+ * ascending label order.  0 when a path runs on past another's end. */
+static int build_trie(const trie_path *paths, uint32_t np, const uint32_t *tail, uint32_t n_tail, uint32_t max_len,
+                      edge_vec *edges, uint32_t *n_nodes, uint32_t *final_node, int *ok) {
+    uint32_t *node_at = xg2__malloc(sizeof(uint32_t) * ((size_t)max_len + 1));
+    if (!node_at) return XG2_NOMEM();
+    uint32_t nodes = 2; /* root, LEAF */
+    node_at[0] = 0;
+    *ok = 1;
+    for (uint32_t i = 0; i < np && *ok; i++) {
+        const trie_path *p = &paths[i], *q = i ? &paths[i - 1] : NULL;
+        uint32_t l = 0;
+        if (q) {
+            uint32_t m = p->n < q->n ? p->n : q->n;
+            while (l < m && p->a[l] == q->a[l]) l++;
+            if (l == q->n) { /* a repeated alternative is the same path; a longer one runs past its end */
+                *ok = l == p->n;
+                continue;
+            }
+        }
+        for (uint32_t k = l; k < p->n; k++) {
+            trie_edge e = {node_at[k], p->a[k], k + 1 == p->n ? LEAF : nodes++};
+            if (vec_push(edges, e)) { xg2__free(node_at); return XG2_NOMEM(); }
+            node_at[k + 1] = e.to;
+        }
+    }
+    uint32_t node = LEAF;
+    for (uint32_t k = 0; k < n_tail && *ok; k++) {
+        trie_edge e = {node, tail[k], nodes++};
+        if (vec_push(edges, e)) { xg2__free(node_at); return XG2_NOMEM(); }
+        node = e.to;
+    }
+    xg2__free(node_at);
+    *n_nodes = nodes;
+    *final_node = node;
+    return XG2_OK;
+}
+
 int xg2__trie_dfa(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, xg2_dfa *out, int *built) {
     *built = 0;
     const xg2_expr *body = &ir->exprs.a[expr];
@@ -189,27 +195,40 @@ int xg2__trie_dfa(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, x
     }
     const xg2_expr *c = &ir->exprs.a[choice];
     if (c->kind != XE_CHOICE || c->n < 2) return XG2_OK;
-    trie t = {0};
-    t.n_nodes = 2; /* root, LEAF */
-    int ok = 1;
-    for (uint32_t i = 0; i < c->n && ok && !t.rc; i++) {
+    /* Each alternative's labels (the tail's last), then their trie. */
+    xg2_u32vec pool = {0}, at = {0};
+    edge_vec edges = {0};
+    trie_path *paths = NULL;
+    int rc = XG2_OK, ok = 1;
+    for (uint32_t i = 0; i < c->n && ok && !rc; i++) {
         uint32_t n = path_items(ir, ir->pool.a[c->a + i], inline_rule, &one, &items);
         /* (only tags' shape: literal text first, a rule later -- other choices keep the
          * generic route, which merges their common suffixes and caches their automata) */
         uint32_t refs = 0;
         for (uint32_t k = 1; k < n; k++) refs += ir->exprs.a[items[k]].kind == XE_REF;
-        int tag_like = n >= 2 && ir->exprs.a[items[0]].kind == XE_BYTES && refs > 0;
-        ok = tag_like && add_path(&t, ir, items, n, 0, LEAF, LEAF) == LEAF;
+        ok = n >= 2 && ir->exprs.a[items[0]].kind == XE_BYTES && refs > 0;
+        if (ok && (vec_push(&at, pool.n) || (rc = add_labels(ir, items, n, &pool)))) rc = rc ? rc : XG2_NOMEM();
     }
-    uint32_t final_node = LEAF;
-    if (ok && !t.rc && n_tail) final_node = add_path(&t, ir, tail, n_tail, LEAF, NO_NODE, NO_NODE);
-    ok = ok && final_node != NO_NODE;
-    int rc = t.rc;
-    if (!rc && ok) {
-        rc = emit(&t, final_node, out);
-        *built = !rc;
+    if (ok && !rc && (vec_push(&at, pool.n) || (rc = add_labels(ir, tail, n_tail, &pool)) || vec_push(&at, pool.n)))
+        rc = rc ? rc : XG2_NOMEM();
+    if (ok && !rc && !(paths = xg2__malloc(sizeof *paths * c->n))) rc = XG2_NOMEM();
+    if (ok && !rc) {
+        uint32_t max_len = 0, final_node = LEAF, n_nodes = 0;
+        for (uint32_t i = 0; i < c->n; i++) {
+            paths[i] = (trie_path){pool.a + at.a[i], at.a[i + 1] - at.a[i]};
+            if (paths[i].n > max_len) max_len = paths[i].n;
+        }
+        qsort(paths, c->n, sizeof *paths, cmp_path);
+        rc = build_trie(paths, c->n, pool.a + at.a[c->n], at.a[c->n + 1] - at.a[c->n], max_len,
+                        &edges, &n_nodes, &final_node, &ok);
+        if (!rc && ok) {
+            rc = emit(edges.a, edges.n, n_nodes, final_node, out);
+            *built = !rc;
+        }
     }
-    vec_free(&t.edges);
-    xg2__free(t.tab);
+    vec_free(&pool);
+    vec_free(&at);
+    vec_free(&edges);
+    xg2__free(paths);
     return rc;
 }

@@ -611,12 +611,13 @@ TEST(linked_pieces) {
 }
 
 
-/* A choice of literal-then-rule paths is built straight as a trie (trie_dfa.c); one
- * where a path runs on past another's end takes the generic route.  P and Q recurse
+/* A choice of literal-then-rule paths is built straight as a trie (trie_dfa.c), from
+ * its alternatives sorted (a repeated one is the same path); one where a path runs on
+ * past another's end takes the generic route.  P and Q recurse
  * and are no choices, so they stay rules (references, not expanded in place). */
 TEST(tag_choice_trie) {
     xg2_vocab *v = byte_vocab();
-    const char *trie = "root ::= ((\"ab>\" P) | (\"ac>\" Q \"!\" P) | (\"b>\" P) | (\"abc>\" Q)) \"</e>\"\n"
+    const char *trie = "root ::= ((\"ab>\" P) | (\"ac>\" Q \"!\" P) | (\"b>\" P) | (\"abc>\" Q) | (\"b>\" P)) \"</e>\"\n"
                        "P ::= \"p\" (\"(\" P \")\")?\nQ ::= \"q\" (\"[\" Q \"]\")?";
     const char *prefix = "root ::= ((\"a\" P) | (\"a\" P \"z\" Q)) \"</e>\"\n"
                          "P ::= \"p\" (\"(\" P \")\")?\nQ ::= \"q\" (\"[\" Q \"]\")?";
