@@ -111,6 +111,28 @@ def test_a_piece_built_for_another_follow_set_is_built_again(deepseek):
     assert not xgr.GrammarMatcher(compiler.compile_structural_tag(tag)).accept_string('<x>{"k": 1}</x>')
 
 
+def test_a_new_tool_the_core_refuses_is_named_by_its_path_and_not_cached(deepseek):
+    """A request's new tools are built after its conversion, together: one the core
+    refuses (a key pattern whose automaton passes the state limit) still names its
+    place in the tag, the tool before it is cached and usable, the refused one is not."""
+    ok = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    bad = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^[ab]*a[ab]{22}$"}},
+           "required": ["s"]}
+
+    def tag(*schemas):
+        return {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<f="], "tags": [
+            {"begin": f"<f=t{i}>", "content": {"type": "json_schema", "json_schema": sch}, "end": "</f>"}
+            for i, sch in enumerate(schemas)]}}
+
+    compiler = xgr.GrammarCompiler(deepseek.info)
+    with pytest.raises(xgr.LimitExceededError, match=r"^format\.tags\[1\]\.content\.json_schema: .*automaton states"):
+        compiler.compile_structural_tag(tag(ok, bad))
+    keys = {k[1] for k in _CACHE if k[0] == "json-linked"}
+    assert _content_key(ok, "") in keys and _content_key(bad, "") not in keys
+    m = xgr.GrammarMatcher(compiler.compile_structural_tag(tag(ok)))
+    assert m.accept_string('x <f=t0>{"n": 3}</f>') and m.is_completed()
+
+
 def test_a_piece_root_defined_in_the_text_is_an_error():
     piece = linking.Piece('root ::= "a"\n', "p_")
     with pytest.raises(xgr.GrammarError, match="defined twice"):

@@ -46,7 +46,7 @@ _cache_chars = 0
 
 
 def _piece_chars(key: tuple, value) -> int:
-    n = sum(len(k) for k in key if isinstance(k, str))
+    n = sum(len(k) for k in key if isinstance(k, (str, bytes)))
     if isinstance(value, Piece):  # (its text, twice if written out; its compiled grammars, room for a second)
         return n + len(value.raw) + 2 * value.memory_bytes() + 64
     if isinstance(value, tuple) and value and isinstance(value[0], dict):
