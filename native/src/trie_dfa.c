@@ -207,11 +207,10 @@ int xg2__trie_dfa(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, x
         uint32_t refs = 0;
         for (uint32_t k = 1; k < n; k++) refs += ir->exprs.a[items[k]].kind == XE_REF;
         ok = n >= 2 && ir->exprs.a[items[0]].kind == XE_BYTES && refs > 0;
-        if (ok && (vec_push(&at, pool.n) || (rc = add_labels(ir, items, n, &pool)))) rc = rc ? rc : XG2_NOMEM();
+        if (ok) rc = vec_push(&at, pool.n) ? XG2_NOMEM() : add_labels(ir, items, n, &pool);
     }
-    if (ok && !rc && (vec_push(&at, pool.n) || (rc = add_labels(ir, tail, n_tail, &pool)) || vec_push(&at, pool.n)))
-        rc = rc ? rc : XG2_NOMEM();
-    if (ok && !rc && !(paths = xg2__malloc(sizeof *paths * c->n))) rc = XG2_NOMEM();
+    if (ok && !rc) rc = vec_push(&at, pool.n) ? XG2_NOMEM() : add_labels(ir, tail, n_tail, &pool);
+    if (ok && !rc && (vec_push(&at, pool.n) || !(paths = xg2__malloc(sizeof *paths * c->n)))) rc = XG2_NOMEM();
     if (ok && !rc) {
         uint32_t max_len = 0, final_node = LEAF, n_nodes = 0;
         for (uint32_t i = 0; i < c->n; i++) {
