@@ -30,11 +30,11 @@ import numpy.ma  # noqa: F401  (np.unique imports it on first use: here, not on 
 
 from . import _budget
 from .json_schema_regex import (
-    _PRINTABLE,
-    _WHERE,
     ALL,
+    BUDGET_WHERE,
     CS,
     MAX_CP,
+    PRINTABLE,
     class_text,
     cs_contains,
     cs_diff,
@@ -110,7 +110,7 @@ class DFA:
         trans: List[List[Tuple[CS, int]]] = []
         accept: List[bool] = []
         for a, b in todo:
-            _budget.check(_WHERE)
+            _budget.check(BUDGET_WHERE)
             row = []
             for cs1, t1 in self.trans[a]:
                 for cs2, t2 in other.trans[b]:
@@ -184,7 +184,7 @@ class DFA:
             return d
         bounds = sorted({x for row in d.trans for cs, _ in row for lo, hi in cs for x in (lo, hi + 1)})
         at = {b: i for i, b in enumerate(bounds)}
-        _budget.charge(8 * (n + 1) * max(len(bounds) - 1, 1), _WHERE)
+        _budget.charge(8 * (n + 1) * max(len(bounds) - 1, 1), BUDGET_WHERE)
         table = np.full((n + 1, max(len(bounds) - 1, 1)), n, dtype=np.int64)  # row n: the dead state
         for s, row in enumerate(d.trans):
             for cs, t in row:
@@ -368,7 +368,7 @@ def labelled_product(dfas: Sequence[DFA]) -> Tuple[List[List[Tuple[CS, int]]], L
     trans: List[List[Tuple[CS, int]]] = []
     labels: List[Tuple[bool, ...]] = []
     for st in todo:
-        _budget.check(_WHERE)
+        _budget.check(BUDGET_WHERE)
         # (the first DFA's row as it is: intersecting it with every character was a
         # third of a one-pattern key automaton's front-end)
         pieces: List[Tuple[CS, Tuple[int, ...]]] = [(cs, (t,)) for cs, t in comps[0].trans[st[0]] if cs]
@@ -468,7 +468,7 @@ def _linear_dfa(node) -> Optional[DFA]:
     trans: List[List[Tuple[CS, int]]] = []
     accept: List[bool] = []
     for cur in todo:
-        _budget.check(_WHERE)
+        _budget.check(BUDGET_WHERE)
         if cur == sink:
             trans.append([(ALL, index[sink])])
             accept.append(True)
@@ -521,7 +521,7 @@ def _hopcroft(rows: List[List[int]], start: List[int]) -> Tuple[List[int], int]:
         block_of.append(first[c])
     todo = set(range(len(blocks)))
     while todo:
-        _budget.check(_WHERE)
+        _budget.check(BUDGET_WHERE)
         splitter = list(blocks[todo.pop()])
         for a in range(width):
             pre = inv[a]
@@ -556,7 +556,7 @@ def _moore(table, start):
     for exact in (False, True):
         count = len(np.unique(cls))
         for _ in range(MINIMIZE_ROUNDS):
-            _budget.check(_WHERE)
+            _budget.check(BUDGET_WHERE)
             if exact:
                 sig = np.concatenate([cls[:, None], cls[table]], axis=1)
                 new = np.unique(sig, axis=0, return_inverse=True)[1].reshape(-1)
@@ -623,7 +623,7 @@ class _NFA:
         if len(self.eps) > 50000:
             raise DFAError("automaton too large")
         if not len(self.eps) & 1023:
-            _budget.check(_WHERE)
+            _budget.check(BUDGET_WHERE)
         return len(self.eps) - 1
 
     def build(self, node, a: int, b: int) -> None:
@@ -705,7 +705,7 @@ class _NFA:
         trans: List[List[Tuple[CS, int]]] = []
         accept: List[bool] = []
         for cur in todo:
-            _budget.check(_WHERE)
+            _budget.check(BUDGET_WHERE)
             labels = [(cs, t) for s in cur for cs, t in self.edges[s]]
             row = []
             for cs, targets in _partition(labels):
@@ -886,7 +886,7 @@ def _diverge_other(chars: str, escapes: Optional[str]) -> Tuple[Optional[str], b
         # (printable ASCII only: the escapes rule holds every other character,
         # raw and escaped, once for all nodes -- a raw non-ASCII class here
         # would be a UTF-8 automaton per trie node)
-        raw = cs_diff(_PRINTABLE, cs_of(chars))
+        raw = cs_diff(PRINTABLE, cs_of(chars))
         return (class_text(raw) if raw else None), True
     return encode_set_canonical(other), False
 

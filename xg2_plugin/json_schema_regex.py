@@ -44,7 +44,7 @@ from .grammar import ebnf_string_literal
 CS = Tuple[Tuple[int, int], ...]
 
 # What a compile over its budget names: the automaton loops below know no schema path.
-_WHERE = "json_schema: string pattern automaton"
+BUDGET_WHERE = "json_schema: string pattern automaton"
 
 MAX_CP = 0x10FFFF
 ALL: CS = ((0, 0xD7FF), (0xE000, MAX_CP))
@@ -287,7 +287,8 @@ def _u_escapes(bmp: CS) -> str:
 # other controls and DEL, and uXXXX escapes (pairs) for everything past ASCII.
 _CANON_SHORT = {0x22: '"', 0x5C: "\\\\", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
 _CANON_U = cs_diff(cs_norm([(0, 0x1F), (0x7F, MAX_CP)]), cs_of("\b\f\n\r\t"))
-_PRINTABLE = cs_diff(cs_norm([(0x20, 0x7E)]), cs_of('"\\'))
+# Printable ASCII but the quote and the backslash: what a JSON string may hold as itself.
+PRINTABLE = cs_diff(cs_norm([(0x20, 0x7E)]), cs_of('"\\'))
 
 
 @lru_cache(maxsize=4096)
@@ -676,7 +677,7 @@ def _convert(sub) -> object:
         elif op is _c.BRANCH:
             alts = []
             for b in av[1]:
-                _budget.check(_WHERE)  # (20,000 alternatives: let other threads run)
+                _budget.check(BUDGET_WHERE)  # (20,000 alternatives: let other threads run)
                 alts.append(_convert(b))
             items.append(("alt", tuple(alts)))
         elif op is _c.SUBPATTERN:

@@ -31,7 +31,7 @@ def _byte_info():
 
 def test_written_out_string_grammars_are_what_the_encoder_builds():
     assert R.json_char() == R.encode_set(R.ALL)
-    assert R.canonical_escapes() == R.encode_set_canonical(R.cs_diff(R.ALL, R._PRINTABLE))
+    assert R.canonical_escapes() == R.encode_set_canonical(R.cs_diff(R.ALL, R.PRINTABLE))
 
 
 def _random_ranges(rng, top):
