@@ -23,7 +23,7 @@ import re
 from functools import lru_cache
 from itertools import groupby
 from operator import itemgetter
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import numpy.ma  # noqa: F401  (np.unique imports it on first use: here, not on a schema's compile)
@@ -63,6 +63,18 @@ MAX_DFA_STATES = 4000
 # Refinement rounds minimized() runs (one per character of the longest suffix
 # that tells two states apart) before it leaves a DFA unminimized.
 MINIMIZE_ROUNDS = 64
+
+
+def _state_id(index: Dict[Any, int], todo: List[Any], key: Any) -> int:
+    """The id of state ``key`` in a construction's ``index``; a new one, queued on
+    ``todo``, if unseen (DFAError past MAX_DFA_STATES)."""
+    got = index.get(key)
+    if got is None:
+        got = index[key] = len(index)
+        todo.append(key)
+        if got >= MAX_DFA_STATES:
+            raise DFAError("automaton too large")
+    return got
 
 
 class DFA:
@@ -117,13 +129,7 @@ class DFA:
                     cs = cs_inter(cs1, cs2)
                     if not cs:
                         continue
-                    key = (t1, t2)
-                    if key not in index:
-                        index[key] = len(index)
-                        todo.append(key)
-                        if len(index) > MAX_DFA_STATES:
-                            raise DFAError("automaton too large")
-                    row.append((cs, index[key]))
+                    row.append((cs, _state_id(index, todo, (t1, t2))))
             trans.append(row)
             accept.append(self.accept[a] and other.accept[b])
         return DFA(trans, accept).trim()
@@ -377,12 +383,7 @@ def labelled_product(dfas: Sequence[DFA]) -> Tuple[List[List[Tuple[CS, int]]], L
                       for cs in (cs_inter(cs1, cs2),) if cs]
         merged: Dict[int, List[CS]] = {}
         for cs, tg in pieces:
-            if tg not in index:
-                index[tg] = len(index)
-                todo.append(tg)
-                if len(index) > MAX_DFA_STATES:
-                    raise DFAError("automaton too large")
-            merged.setdefault(index[tg], []).append(cs)
+            merged.setdefault(_state_id(index, todo, tg), []).append(cs)
         trans.append([(_merge_sets(v), t) for t, v in merged.items()])
         labels.append(tuple(comps[k].accept[q] for k, q in enumerate(st)))
     return trans, labels
@@ -480,12 +481,7 @@ def _linear_dfa(node) -> Optional[DFA]:
                 nxt = sink
             elif not nxt:
                 continue
-            if nxt not in index:
-                index[nxt] = len(index)
-                todo.append(nxt)
-                if len(index) > MAX_DFA_STATES:
-                    raise DFAError("automaton too large")
-            merged.setdefault(index[nxt], []).append(cs)
+            merged.setdefault(_state_id(index, todo, nxt), []).append(cs)
         trans.append([(_merge_sets(v), t) for t, v in merged.items()])
         accept.append(not tail and bool(cur & top))
     d = DFA(trans, accept, trimmed=True)
@@ -712,12 +708,7 @@ class _NFA:
                 tgt = self.closure(targets)
                 if univ is not None and not tgt.isdisjoint(self.universal):
                     tgt = univ
-                if tgt not in index:
-                    index[tgt] = len(index)
-                    todo.append(tgt)
-                    if len(index) > MAX_DFA_STATES:
-                        raise DFAError("automaton too large")
-                row.append((cs, index[tgt]))
+                row.append((cs, _state_id(index, todo, tgt)))
             trans.append(row)
             accept.append(end in cur)
         return DFA(trans, accept).trim()
