@@ -145,8 +145,11 @@ out:
 /* The trie of the sorted paths, then the tail from LEAF: each path shares its
  * longest common prefix with the one before it, so a node's edges are made in
  * ascending label order.  0 when a path runs on past another's end. */
-static int build_trie(const trie_path *paths, uint32_t np, const uint32_t *tail, uint32_t n_tail, uint32_t max_len,
+static int build_trie(const trie_path *paths, uint32_t np, const uint32_t *tail, uint32_t n_tail,
                       edge_vec *edges, uint32_t *n_nodes, uint32_t *final_node, int *ok) {
+    uint32_t max_len = 0;
+    for (uint32_t i = 0; i < np; i++)
+        if (paths[i].n > max_len) max_len = paths[i].n;
     uint32_t *node_at = xg2__malloc(sizeof(uint32_t) * ((size_t)max_len + 1));
     if (!node_at) return XG2_NOMEM();
     uint32_t nodes = 2; /* root, LEAF */
@@ -212,14 +215,10 @@ int xg2__trie_dfa(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, x
     if (ok && !rc) rc = vec_push(&at, pool.n) ? XG2_NOMEM() : add_labels(ir, tail, n_tail, &pool);
     if (ok && !rc && (vec_push(&at, pool.n) || !(paths = xg2__malloc(sizeof *paths * c->n)))) rc = XG2_NOMEM();
     if (ok && !rc) {
-        uint32_t max_len = 0, final_node = LEAF, n_nodes = 0;
-        for (uint32_t i = 0; i < c->n; i++) {
-            paths[i] = (trie_path){pool.a + at.a[i], at.a[i + 1] - at.a[i]};
-            if (paths[i].n > max_len) max_len = paths[i].n;
-        }
+        uint32_t final_node = LEAF, n_nodes = 0;
+        for (uint32_t i = 0; i < c->n; i++) paths[i] = (trie_path){pool.a + at.a[i], at.a[i + 1] - at.a[i]};
         qsort(paths, c->n, sizeof *paths, cmp_path);
-        rc = build_trie(paths, c->n, pool.a + at.a[c->n], at.a[c->n + 1] - at.a[c->n], max_len,
-                        &edges, &n_nodes, &final_node, &ok);
+        rc = build_trie(paths, c->n, pool.a + at.a[c->n], at.a[c->n + 1] - at.a[c->n], &edges, &n_nodes, &final_node, &ok);
         if (!rc && ok) {
             rc = emit(edges.a, edges.n, n_nodes, final_node, out);
             *built = !rc;
