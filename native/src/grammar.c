@@ -706,7 +706,7 @@ static inline uint32_t edge_target(const xg2_grammar *g, const xg2_rule *rt, con
     return g->refs_tab[g->states[rt->start + v].ref_off + (k - nb)].to - rt->start;
 }
 
-/* Residual keys of rule r's states into g->skey (`key`: the rule-wide key). */
+/* Residual keys of rule r's states into its run of g->skey_tab (`key`: the rule-wide key). */
 static int residual_keys(xg2_grammar *g, uint32_t r, const xg2_dfa *d, const uint64_t (*h)[2], const uint64_t key[2],
                          scc_work *w) {
     const xg2_rule *rt = &g->rules[r];
@@ -757,7 +757,7 @@ static int residual_keys(xg2_grammar *g, uint32_t r, const xg2_dfa *d, const uin
             }
         }
     }
-    memcpy(g->skey + rt->start, w->res, sizeof *w->res * n);
+    memcpy(g->skey_tab + rt->keys_at - 1, w->res, sizeof *w->res * n);
     return XG2_OK;
 }
 
@@ -772,9 +772,8 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
     uint64_t *sorted = xg2__malloc(sizeof(uint64_t) * (nr ? nr : 1));
     scc_work scc = {0};
     uint8_t *tag_rule = NULL;
-    g->skey = xg2__malloc(sizeof *g->skey * (g->n_states ? g->n_states : 1));
     int rc = XG2_OK;
-    if (!h0 || !h || !hn || !sorted || !g->skey) { rc = XG2_NOMEM(); goto out; }
+    if (!h0 || !h || !hn || !sorted) { rc = XG2_NOMEM(); goto out; }
     for (uint32_t r = 0; r < nr; r++) {
         if (g->rules[r].start == XG2_NONE) { h0[r][0] = h0[r][1] = 0; continue; }
         if (g->ir.rules.a[r].ext) { /* a piece linked in later: keyed as in its own grammar */
@@ -827,26 +826,38 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
         for (uint32_t j = g->states[rt->start].ref_off; j < last->ref_off + last->ref_n; j++)
             tag_rule[g->refs_tab[j].rule] = 1;
     }
-    for (uint32_t r = 0; r < nr && !rc; r++) {
+    /* Keyed state by state (in skey_tab): the residual rules and the dispatches. */
+    uint64_t n_tab = 0;
+    for (uint32_t r = 0; r < nr; r++) {
         const xg2_rule *rt = &g->rules[r];
+        if (rt->start != XG2_NONE && (rt->dispatch || (tag_rule[r] && rt->kind != RK_REPEAT))) n_tab += rt->n_states;
+    }
+    g->skey_tab = xg2__malloc(sizeof *g->skey_tab * (n_tab ? n_tab : 1));
+    if (!g->skey_tab) { rc = XG2_NOMEM(); goto out; }
+    g->n_skey_tab = (uint32_t)n_tab;
+    uint32_t at = 0;
+    for (uint32_t r = 0; r < nr && !rc; r++) {
+        xg2_rule *rt = &g->rules[r];
         if (rt->start == XG2_NONE) continue;
-        uint64_t key[2], own[2];
-        with_follow(h[r], &g->follow[r], key);
-        if (tag_rule[r] && !rt->dispatch && rt->kind != RK_REPEAT) {
-            rc = residual_keys(g, r, &dfa[r], (const uint64_t(*)[2])h, key, &scc);
+        uint64_t own[2];
+        with_follow(h[r], &g->follow[r], rt->key);
+        rt->keys_at = 0;
+        if (!rt->dispatch && !(tag_rule[r] && rt->kind != RK_REPEAT)) continue;
+        rt->keys_at = at + 1;
+        at += rt->n_states;
+        if (!rt->dispatch) {
+            rc = residual_keys(g, r, &dfa[r], (const uint64_t(*)[2])h, rt->key, &scc);
             continue;
         }
         /* A TagDispatch's free-text states (no rule edges) are keyed by the
          * dispatch's own automaton alone (h0, tagged apart): their walks stop
          * where a tag begins (maskcache.c), so grammars with other tags share them. */
-        if (rt->dispatch) {
-            uint64_t tagged[2] = {xg2__mix64(h0[r][0], 0x6f70617175650001ull), xg2__mix64(h0[r][1], 0x6f70617175650002ull)};
-            with_follow(tagged, &g->follow[r], own);
-        }
+        uint64_t tagged[2] = {xg2__mix64(h0[r][0], 0x6f70617175650001ull), xg2__mix64(h0[r][1], 0x6f70617175650002ull)};
+        with_follow(tagged, &g->follow[r], own);
         for (uint32_t i = 0; i < rt->n_states; i++) {
-            const uint64_t *k = rt->dispatch && !(g->states[rt->start + i].flags & (SF_REFS | SF_REPEAT)) ? own : key;
-            g->skey[rt->start + i][0] = xg2__mix64(k[0], i);
-            g->skey[rt->start + i][1] = xg2__mix64(k[1], i);
+            const uint64_t *k = !(g->states[rt->start + i].flags & (SF_REFS | SF_REPEAT)) ? own : rt->key;
+            g->skey_tab[rt->keys_at - 1 + i][0] = xg2__mix64(k[0], i);
+            g->skey_tab[rt->keys_at - 1 + i][1] = xg2__mix64(k[1], i);
         }
     }
 out:
@@ -976,9 +987,10 @@ static int stand_in_dfa(const xg2_grammar *piece, xg2_dfa *d) {
 /* Bytes a linked grammar holds (tables, IR, memos). */
 size_t xg2__grammar_memory(const xg2_grammar *g) {
     const xg2_ir *ir = &g->ir;
-    return sizeof *g + sizeof(xg2_loop) * g->n_loops + 24u * g->n_states + (g->rest ? 8u * g->n_states : 0) +
+    return sizeof *g + sizeof(xg2_loop) * g->n_loops + 8u * g->n_states + 16u * g->n_skey_tab + (g->rest ? 8u * g->n_states : 0) +
+           (g->head_groups ? 8u * g->n_states : 0) +
            sizeof(xg2_rule) * g->n_rules + sizeof(xg2_state) * g->n_states + sizeof(uint32_t) * g->n_trans +
-           (256u + sizeof(xg2_byteset)) * g->n_classmaps + (sizeof(uint64_t) + 1) * g->n_states +
+           (256u + sizeof(xg2_byteset)) * g->n_classmaps + 1u * g->n_states +
            sizeof(xg2_ref) * g->n_refs + sizeof(int32_t) * 256u * g->n_la_states + ir->exprs.n * sizeof(xg2_expr) +
            ir->pool.n * 4u + ir->bytes.n + ir->names.n;
 }
@@ -1115,14 +1127,15 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     g->n_states = base;
     g->states = xg2__calloc(base ? base : 1, sizeof(xg2_state));
     g->self_groups = xg2__calloc(base ? base : 1, sizeof(uint64_t));
-    g->head_groups = xg2__calloc(base ? base : 1, sizeof(uint64_t));
+    /* (head_groups only for counted loops' heads: none without loops) */
+    if (g->n_loops && !(g->head_groups = xg2__calloc(base ? base : 1, sizeof(uint64_t)))) { rc = XG2_NOMEM(); goto out; }
     g->contained = xg2__calloc(base ? base : 1, 1);
     g->proofs_spent = xg2__calloc(1, 1);
     g->refs_tab = xg2__malloc(sizeof(xg2_ref) * (n_ref ? n_ref : 1));
     int any_rest = 0;
     for (uint32_t r = 0; r < n; r++) any_rest |= want[r] && g->rules[r].kind == RK_FSM && dfa[r].rest;
     if (any_rest && !(g->rest = xg2__calloc(2 * (size_t)base, sizeof(uint32_t)))) { rc = XG2_NOMEM(); goto out; }
-    if (!g->states || !g->self_groups || !g->head_groups || !g->contained || !g->proofs_spent || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
+    if (!g->states || !g->self_groups || !g->contained || !g->proofs_spent || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
     /* First pass: each state's byte classes and the table's size. */
     if ((rc = state_classes(g, dfa, want, &n_trans))) goto out;
     if (n_trans > UINT32_MAX / 2) { rc = xg2__fail(XG2_ERR_LIMIT, "transition table too large"); goto out; }
@@ -1268,7 +1281,7 @@ static void unlink_grammar(xg2_grammar *g) {
     xg2__free(g->la_final);
     xg2__free(g->la_start);
     xg2__free(g->follow);
-    xg2__free(g->skey);
+    xg2__free(g->skey_tab);
     xg2__free(g->loops);
     xg2__free(g->rest);
     xg2_ir ir = g->ir;

@@ -54,6 +54,10 @@ typedef struct {
     uint32_t child;   /* RK_REPEAT: the repeated rule and its bounds (max < 0: none) */
     int32_t min, max;
     int32_t max_tokens, max_chars; /* rule attributes (ir.h; -1: none): checked on the rule's own byte steps */
+    /* Its states' keys (skey_tab below): mix(key, the state's index in the rule), or,
+     * with keys_at > 0, skey_tab[keys_at - 1 + index]. */
+    uint32_t keys_at;
+    uint64_t key[2];
 } xg2_rule;
 
 struct xg2_grammar {
@@ -70,8 +74,9 @@ struct xg2_grammar {
     xg2_byteset *class_cuts; /* per class map (cls / 256): the bytes that start a class run */
     uint64_t *self_groups;   /* per state: the byte groups (xg2__byte_group) it loops on, whole,
                               * outside counted loops and rule edges; 0 if none */
-    uint64_t *head_groups;   /* per counted loop's head (no rule edges): the byte groups each of
-                              * whose bytes is a whole iteration back to it; 0 if none */
+    uint64_t *head_groups;   /* per state, for a counted loop's head (no rule edges): the byte groups
+                              * each of whose bytes is a whole iteration back to it; 0 if none
+                              * (NULL in a grammar without counted loops) */
     uint8_t *contained;      /* per state, bit k: slice k proven contained from it (maskcache.c;
                               * set by mask walks, atomically: a memo, not part of the grammar) */
     uint8_t *proofs_spent;   /* one byte, bit k: a proof of slice k ran out of pairs (the same) */
@@ -85,11 +90,14 @@ struct xg2_grammar {
     /* follow[r]: bytes that can come right after rule r completes (its own
      * lookahead included); used to rule out tokens that cross a rule's end. */
     xg2_byteset *follow;
-    /* skey[s]: a structural key of state s -- equal for states of equal rule
+    /* A state's structural key (xg2__state_key) -- equal for states of equal rule
      * automata (rules referenced through them compared the same way, names and
      * ids ignored) with equal FOLLOW sets, so their token masks can be shared
-     * across grammars (XGrammar-2 §3.3). */
-    uint64_t (*skey)[2];
+     * across grammars (XGrammar-2 §3.3).  Kept per rule (xg2_rule.key), but for
+     * the rules whose states are keyed one by one, here (a linked grammar copies
+     * 16 bytes a rule instead of 16 a state). */
+    uint64_t (*skey_tab)[2];
+    uint32_t n_skey_tab;
     xg2_loop *loops; /* loops[id - 1] */
     uint32_t n_loops;
     uint32_t *rest;  /* states of Length loops: rest[2s], rest[2s + 1] = fewest and most units
@@ -121,6 +129,19 @@ XG2_HIDDEN void xg2__grammar_destroy(xg2_grammar *g);
 XG2_HIDDEN size_t xg2__grammar_memory(const xg2_grammar *g);
 /* The byte groups (xg2__byte_group) wholly inside `bytes`: a set's 64-bit summary. */
 XG2_HIDDEN uint64_t xg2__whole_groups(const xg2_byteset *bytes);
+
+/* State s's structural key (see skey_tab). */
+static inline void xg2__state_key(const xg2_grammar *g, uint32_t s, uint64_t key[2]) {
+    const xg2_rule *rt = &g->rules[g->states[s].rule];
+    uint32_t i = s - rt->start;
+    if (rt->keys_at) {
+        key[0] = g->skey_tab[rt->keys_at - 1 + i][0];
+        key[1] = g->skey_tab[rt->keys_at - 1 + i][1];
+        return;
+    }
+    key[0] = xg2__mix64(rt->key[0], i);
+    key[1] = xg2__mix64(rt->key[1], i);
+}
 
 static inline uint32_t xg2__step(const xg2_grammar *g, uint32_t s, uint8_t c) {
     const xg2_state *st = &g->states[s];

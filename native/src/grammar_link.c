@@ -60,7 +60,7 @@ static void move_ids(uint32_t *restrict dst, const uint32_t *restrict src, size_
 typedef struct {
     uint32_t rule_at;  /* the linking grammar's rule its root takes over */
     uint32_t *rmap;    /* piece rule -> linked rule */
-    uint32_t states, trans, refs, loops, la, la_states;
+    uint32_t states, trans, refs, loops, la, la_states, keys; /* its tables' offsets in the merged ones */
 } piece_base;
 
 /* A class map by its cuts (equal cuts, equal maps: grammar.c state_classes): the
@@ -87,30 +87,32 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
     for (uint32_t s = 0; s < b->n_states; s++)
         smap[s] = b->ir.rules.a[b->states[s].rule].ext ? XG2_NONE : ns++;
     uint64_t nr = b->n_rules, nt = b->n_trans, nm = b->n_classmaps, nref = b->n_refs, nl = b->n_loops,
-             nla = b->n_la, nlas = b->n_la_states, total = ns;
+             nla = b->n_la, nlas = b->n_la_states, nkey = b->n_skey_tab, total = ns;
     int rest = b->rest != NULL;
     for (uint32_t i = 0; i < n; i++) {
         const xg2_grammar *p = pieces[i];
         if (pb[i].rule_at == XG2_NONE) continue;
         pb[i].states = (uint32_t)total, pb[i].trans = (uint32_t)nt;
         pb[i].refs = (uint32_t)nref, pb[i].loops = (uint32_t)nl, pb[i].la = (uint32_t)nla, pb[i].la_states = (uint32_t)nlas;
+        pb[i].keys = (uint32_t)nkey;
         pb[i].rmap = xg2__malloc(sizeof(uint32_t) * p->n_rules);
         if (!pb[i].rmap) { xg2__free(smap); return XG2_NOMEM(); }
         for (uint32_t r = 0; r < p->n_rules; r++) pb[i].rmap[r] = r == p->root ? pb[i].rule_at : (uint32_t)nr++;
         total += p->n_states, nt += p->n_trans, nm += p->n_classmaps, nref += p->n_refs, nl += p->n_loops;
-        nla += p->n_la, nlas += p->n_la_states;
+        nla += p->n_la, nlas += p->n_la_states, nkey += p->n_skey_tab;
         rest |= p->rest != NULL;
     }
     int rc = XG2_OK;
     uint32_t *map_tab = NULL, *map_of = NULL;
     if (nr > XG2_MAX_RULES) { rc = xg2__fail(XG2_ERR_LIMIT, "more than %d rules", XG2_MAX_RULES); goto out; }
-    if (total > XG2_MAX_TOTAL_STATES || nt > UINT32_MAX / 2) {
+    if (total > XG2_MAX_TOTAL_STATES || nt > UINT32_MAX / 2 || nkey > UINT32_MAX / 2) {
         rc = xg2__fail(XG2_ERR_LIMIT, "the grammar needs %llu automaton states (limit %d)", (unsigned long long)total,
                        XG2_MAX_TOTAL_STATES);
         goto out;
     }
     m->n_rules = (uint32_t)nr, m->n_states = (uint32_t)total, m->n_trans = (uint32_t)nt; /* (maps: as shared) */
     m->n_refs = (uint32_t)nref, m->n_loops = (uint32_t)nl, m->n_la = (uint32_t)nla, m->n_la_states = (uint32_t)nlas;
+    m->n_skey_tab = (uint32_t)nkey;
     size_t S = total ? total : 1;
     m->rules = xg2__malloc(sizeof(xg2_rule) * (nr ? nr : 1));
     m->states = xg2__malloc(sizeof(xg2_state) * S);
@@ -118,7 +120,7 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
     m->classmaps = xg2__malloc(256 * (nm ? nm : 1));
     m->class_cuts = xg2__malloc(sizeof(xg2_byteset) * (nm ? nm : 1));
     m->self_groups = xg2__malloc(sizeof(uint64_t) * S);
-    m->head_groups = xg2__malloc(sizeof(uint64_t) * S);
+    if (nl) m->head_groups = xg2__calloc(S, sizeof(uint64_t)); /* (only with counted loops) */
     m->contained = xg2__calloc(S, 1);
     m->proofs_spent = xg2__calloc(1, 1);
     m->refs_tab = xg2__malloc(sizeof(xg2_ref) * (nref ? nref : 1));
@@ -126,7 +128,7 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
     m->la_final = xg2__malloc(nlas ? nlas : 1);
     m->la_start = xg2__malloc(sizeof(uint32_t) * (nla ? nla : 1));
     m->follow = xg2__malloc(sizeof(xg2_byteset) * (nr ? nr : 1));
-    m->skey = xg2__malloc(sizeof *m->skey * S);
+    m->skey_tab = xg2__malloc(sizeof *m->skey_tab * (nkey ? nkey : 1));
     m->loops = xg2__malloc(sizeof(xg2_loop) * (nl ? nl : 1));
     uint32_t map_cap = 64, max_maps = 1;
     while (map_cap < 2 * nm) map_cap *= 2;
@@ -135,9 +137,9 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
     map_tab = xg2__calloc(map_cap, sizeof(uint32_t));
     map_of = xg2__malloc(sizeof(uint32_t) * max_maps);
     if (rest) m->rest = xg2__calloc(2 * S, sizeof(uint32_t));
-    if (!m->rules || !m->states || !m->trans || !m->classmaps || !m->class_cuts || !m->self_groups || !m->head_groups ||
+    if (!m->rules || !m->states || !m->trans || !m->classmaps || !m->class_cuts || !m->self_groups || (nl && !m->head_groups) ||
         !m->contained || !m->proofs_spent || !m->refs_tab || !m->la_trans || !m->la_final || !m->la_start ||
-        !m->follow || !m->skey || !m->loops || (rest && !m->rest) || !map_tab || !map_of) {
+        !m->follow || !m->skey_tab || !m->loops || (rest && !m->rest) || !map_tab || !map_of) {
         rc = XG2_NOMEM();
         goto out;
     }
@@ -153,8 +155,7 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
         if (t == XG2_NONE) continue;
         m->states[t] = b->states[s];
         m->self_groups[t] = b->self_groups[s];
-        m->head_groups[t] = b->head_groups[s];
-        copy(m->skey[t], b->skey[s], sizeof m->skey[t]);
+        if (b->head_groups) m->head_groups[t] = b->head_groups[s];
         if (b->rest) copy(m->rest + 2 * (size_t)t, b->rest + 2 * (size_t)s, 2 * sizeof(uint32_t));
     }
     for (uint32_t k = 0; k < b->n_trans; k++) m->trans[k] = b->trans[k] == XG2_NONE ? XG2_NONE : smap[b->trans[k]];
@@ -162,6 +163,7 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
     for (uint32_t k = 0; k < b->n_classmaps; k++) /* (distinct: they keep their indices) */
         shared_map(m, map_tab, map_cap, &b->class_cuts[k], b->classmaps + 256 * (size_t)k);
     copy(m->loops, b->loops, sizeof(xg2_loop) * b->n_loops);
+    copy(m->skey_tab, b->skey_tab, sizeof *m->skey_tab * b->n_skey_tab); /* (its rules' keys_at hold) */
     copy(m->la_trans, b->la_trans, sizeof(int32_t) * 256 * (size_t)b->n_la_states);
     copy(m->la_final, b->la_final, b->n_la_states);
     copy(m->la_start, b->la_start, sizeof(uint32_t) * b->n_la);
@@ -179,6 +181,7 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
             if (ru.start != XG2_NONE) ru.start += o->states;
             if (ru.kind == RK_REPEAT) ru.child = o->rmap[ru.child];
             if (ru.lookahead >= 0) ru.lookahead += (int32_t)o->la;
+            if (ru.keys_at) ru.keys_at += o->keys;
             m->rules[o->rmap[r]] = ru;
             m->follow[o->rmap[r]] = p->follow[r];
         }
@@ -194,8 +197,8 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
             m->states[o->states + s] = st;
         }
         copy(m->self_groups + o->states, p->self_groups, sizeof(uint64_t) * p->n_states);
-        copy(m->head_groups + o->states, p->head_groups, sizeof(uint64_t) * p->n_states);
-        copy(m->skey + o->states, p->skey, sizeof *m->skey * p->n_states);
+        if (p->head_groups) copy(m->head_groups + o->states, p->head_groups, sizeof(uint64_t) * p->n_states);
+        copy(m->skey_tab + o->keys, p->skey_tab, sizeof *m->skey_tab * p->n_skey_tab);
         if (p->rest) copy(m->rest + 2 * (size_t)o->states, p->rest, 2 * sizeof(uint32_t) * p->n_states);
         move_ids(m->trans + o->trans, p->trans, p->n_trans, o->states);
         for (uint32_t k = 0; k < p->n_refs; k++)

@@ -53,8 +53,10 @@ void xg2__mask_key(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
         if (hi > far) hi = far;
         bucket = lo << 16 | hi;
     }
-    *k1 = xg2__mix64(g->skey[it->state][0], bucket);
-    *k2 = xg2__mix64(g->skey[it->state][1], bucket ^ 0x85ebca6bu);
+    uint64_t key[2];
+    xg2__state_key(g, it->state, key);
+    *k1 = xg2__mix64(key[0], bucket);
+    *k2 = xg2__mix64(key[1], bucket ^ 0x85ebca6bu);
 }
 
 /* ---- the local walk ---- */
