@@ -987,7 +987,7 @@ static int stand_in_dfa(const xg2_grammar *piece, xg2_dfa *d) {
 /* Bytes a linked grammar holds (tables, IR, memos). */
 size_t xg2__grammar_memory(const xg2_grammar *g) {
     const xg2_ir *ir = &g->ir;
-    return sizeof *g + sizeof(xg2_loop) * g->n_loops + 8u * g->n_states + 16u * g->n_skey_tab + (g->rest ? 8u * g->n_states : 0) +
+    return sizeof *g + sizeof(xg2_loop) * g->n_loops + 8u * g->n_group_tab + 16u * g->n_skey_tab + (g->rest ? 8u * g->n_states : 0) +
            (g->head_groups ? 8u * g->n_states : 0) +
            sizeof(xg2_rule) * g->n_rules + sizeof(xg2_state) * g->n_states + sizeof(uint32_t) * g->n_trans +
            (256u + sizeof(xg2_byteset)) * g->n_classmaps + 1u * g->n_states +
@@ -1126,7 +1126,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     }
     g->n_states = base;
     g->states = xg2__calloc(base ? base : 1, sizeof(xg2_state));
-    g->self_groups = xg2__calloc(base ? base : 1, sizeof(uint64_t));
+    g->group_tab = xg2__malloc(sizeof(uint64_t) * XG2_MAX_GROUP_SETS);
     /* (head_groups only for counted loops' heads: none without loops) */
     if (g->n_loops && !(g->head_groups = xg2__calloc(base ? base : 1, sizeof(uint64_t)))) { rc = XG2_NOMEM(); goto out; }
     g->contained = xg2__calloc(base ? base : 1, 1);
@@ -1135,7 +1135,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     int any_rest = 0;
     for (uint32_t r = 0; r < n; r++) any_rest |= want[r] && g->rules[r].kind == RK_FSM && dfa[r].rest;
     if (any_rest && !(g->rest = xg2__calloc(2 * (size_t)base, sizeof(uint32_t)))) { rc = XG2_NOMEM(); goto out; }
-    if (!g->states || !g->self_groups || !g->contained || !g->proofs_spent || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
+    if (!g->states || !g->group_tab || !g->contained || !g->proofs_spent || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
     /* First pass: each state's byte classes and the table's size. */
     if ((rc = state_classes(g, dfa, want, &n_trans))) goto out;
     if (n_trans > UINT32_MAX / 2) { rc = xg2__fail(XG2_ERR_LIMIT, "transition table too large"); goto out; }
@@ -1146,7 +1146,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     /* Second pass: transitions, rule edges, flags. */
     uint32_t ref_i = 0;
     xg2_byteset last_self = {{0}};
-    uint64_t last_groups = 0;
+    uint8_t last_groups = 0;
     for (uint32_t r = 0; r < n; r++) {
         xg2_rule *rt = &g->rules[r];
         if (!want[r]) continue;
@@ -1186,9 +1186,9 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
                 /* (string bodies repeat one loop set: keep the last answer) */
                 if (memcmp(&self, &last_self, sizeof self)) {
                     last_self = self;
-                    last_groups = xg2__whole_groups(&self);
+                    last_groups = xg2__group_entry(g, xg2__whole_groups(&self));
                 }
-                g->self_groups[rt->start + s] = last_groups;
+                st->groups = last_groups;
             } else if (loops && (st->loop & 1) && d->roff[s + 1] == d->roff[s]) {
                 const xg2_byteset *first = &g->loops[(st->loop >> 1) - 1].first;
                 for (int w = 0; w < 4; w++) self.w[w] &= first->w[w];
@@ -1206,6 +1206,10 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
         }
     }
     g->n_refs = ref_i;
+    { /* (the group sets' table to its size) */
+        uint64_t *fit = xg2__realloc(g->group_tab, sizeof(uint64_t) * (g->n_group_tab ? g->n_group_tab : 1));
+        if (fit) g->group_tab = fit;
+    }
 
     if ((rc = build_lookaheads(g, want))) goto out;
 
@@ -1272,7 +1276,7 @@ static void unlink_grammar(xg2_grammar *g) {
     xg2__free(g->trans);
     xg2__free(g->classmaps);
     xg2__free(g->class_cuts);
-    xg2__free(g->self_groups);
+    xg2__free(g->group_tab);
     xg2__free(g->head_groups);
     xg2__free(g->contained);
     xg2__free(g->proofs_spent);

@@ -38,6 +38,7 @@ typedef struct {
     uint32_t loop;    /* counted loop: (loop id << 1) | head, 0 outside loops */
     uint16_t ref_n;
     uint8_t flags;    /* SF_* */
+    uint8_t groups;   /* 1 + its entry in group_tab (xg2__self_groups), 0: none */
 } xg2_state;
 
 typedef struct {
@@ -72,8 +73,12 @@ struct xg2_grammar {
     uint8_t *classmaps;
     uint32_t n_classmaps;
     xg2_byteset *class_cuts; /* per class map (cls / 256): the bytes that start a class run */
-    uint64_t *self_groups;   /* per state: the byte groups (xg2__byte_group) it loops on, whole,
-                              * outside counted loops and rule edges; 0 if none */
+    /* The byte groups (xg2__byte_group) a state loops on, whole, outside counted
+     * loops and rule edges: the distinct sets, which xg2_state.groups indexes (a
+     * byte a state instead of 8; past XG2_MAX_GROUP_SETS sets, a state has none:
+     * its walks step byte by byte, as without the shortcut). */
+    uint64_t *group_tab;
+    uint32_t n_group_tab;
     uint64_t *head_groups;   /* per state, for a counted loop's head (no rule edges): the byte groups
                               * each of whose bytes is a whole iteration back to it; 0 if none
                               * (NULL in a grammar without counted loops) */
@@ -129,6 +134,24 @@ XG2_HIDDEN void xg2__grammar_destroy(xg2_grammar *g);
 XG2_HIDDEN size_t xg2__grammar_memory(const xg2_grammar *g);
 /* The byte groups (xg2__byte_group) wholly inside `bytes`: a set's 64-bit summary. */
 XG2_HIDDEN uint64_t xg2__whole_groups(const xg2_byteset *bytes);
+
+#define XG2_MAX_GROUP_SETS 255
+
+/* The byte groups state st loops on, whole (group_tab); 0 if none. */
+static inline uint64_t xg2__self_groups(const xg2_grammar *g, const xg2_state *st) {
+    return st->groups ? g->group_tab[st->groups - 1] : 0;
+}
+
+/* The groups entry for the set x (0: none) in g's group_tab (XG2_MAX_GROUP_SETS
+ * entries allocated), added if new and there is room. */
+static inline uint8_t xg2__group_entry(xg2_grammar *g, uint64_t x) {
+    if (!x) return 0;
+    for (uint32_t k = 0; k < g->n_group_tab; k++)
+        if (g->group_tab[k] == x) return (uint8_t)(k + 1);
+    if (g->n_group_tab == XG2_MAX_GROUP_SETS) return 0;
+    g->group_tab[g->n_group_tab++] = x;
+    return (uint8_t)g->n_group_tab;
+}
 
 /* State s's structural key (see skey_tab). */
 static inline void xg2__state_key(const xg2_grammar *g, uint32_t s, uint64_t key[2]) {

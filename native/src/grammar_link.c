@@ -119,7 +119,7 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
     m->trans = xg2__malloc(sizeof(uint32_t) * (nt ? nt : 1));
     m->classmaps = xg2__malloc(256 * (nm ? nm : 1));
     m->class_cuts = xg2__malloc(sizeof(xg2_byteset) * (nm ? nm : 1));
-    m->self_groups = xg2__malloc(sizeof(uint64_t) * S);
+    m->group_tab = xg2__malloc(sizeof(uint64_t) * XG2_MAX_GROUP_SETS);
     if (nl) m->head_groups = xg2__calloc(S, sizeof(uint64_t)); /* (only with counted loops) */
     m->contained = xg2__calloc(S, 1);
     m->proofs_spent = xg2__calloc(1, 1);
@@ -137,7 +137,7 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
     map_tab = xg2__calloc(map_cap, sizeof(uint32_t));
     map_of = xg2__malloc(sizeof(uint32_t) * max_maps);
     if (rest) m->rest = xg2__calloc(2 * S, sizeof(uint32_t));
-    if (!m->rules || !m->states || !m->trans || !m->classmaps || !m->class_cuts || !m->self_groups || (nl && !m->head_groups) ||
+    if (!m->rules || !m->states || !m->trans || !m->classmaps || !m->class_cuts || !m->group_tab || (nl && !m->head_groups) ||
         !m->contained || !m->proofs_spent || !m->refs_tab || !m->la_trans || !m->la_final || !m->la_start ||
         !m->follow || !m->skey_tab || !m->loops || (rest && !m->rest) || !map_tab || !map_of) {
         rc = XG2_NOMEM();
@@ -154,7 +154,7 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
         uint32_t t = smap[s];
         if (t == XG2_NONE) continue;
         m->states[t] = b->states[s];
-        m->self_groups[t] = b->self_groups[s];
+        m->states[t].groups = xg2__group_entry(m, xg2__self_groups(b, &b->states[s]));
         if (b->head_groups) m->head_groups[t] = b->head_groups[s];
         if (b->rest) copy(m->rest + 2 * (size_t)t, b->rest + 2 * (size_t)s, 2 * sizeof(uint32_t));
     }
@@ -187,8 +187,11 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
         }
         for (uint32_t k = 0; k < p->n_classmaps; k++)
             map_of[k] = shared_map(m, map_tab, map_cap, &p->class_cuts[k], p->classmaps + 256 * (size_t)k);
+        uint8_t group_of[XG2_MAX_GROUP_SETS + 1] = {0}; /* the piece's group entries in m's table */
+        for (uint32_t k = 0; k < p->n_group_tab; k++) group_of[k + 1] = xg2__group_entry(m, p->group_tab[k]);
         for (uint32_t s = 0; s < p->n_states; s++) {
             xg2_state st = p->states[s];
+            st.groups = group_of[st.groups];
             st.row += o->trans;
             st.cls = 256u * map_of[st.cls >> 8];
             st.rule = o->rmap[st.rule];
@@ -196,7 +199,6 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
             if (st.loop) st.loop = (((st.loop >> 1) + o->loops) << 1) | (st.loop & 1);
             m->states[o->states + s] = st;
         }
-        copy(m->self_groups + o->states, p->self_groups, sizeof(uint64_t) * p->n_states);
         if (p->head_groups) copy(m->head_groups + o->states, p->head_groups, sizeof(uint64_t) * p->n_states);
         copy(m->skey_tab + o->keys, p->skey_tab, sizeof *m->skey_tab * p->n_skey_tab);
         if (p->rest) copy(m->rest + 2 * (size_t)o->states, p->rest, 2 * sizeof(uint32_t) * p->n_states);
@@ -321,6 +323,10 @@ int xg2_grammar_link(const char *text, size_t len, const char *root, uint32_t n,
         else {
             m->refs = 1;
             rc = merge(b, n, (const xg2_grammar *const *)pieces, prefixes, pb, m);
+            if (!rc) { /* (the group sets' table to its size) */
+                uint64_t *fit = xg2__realloc(m->group_tab, sizeof(uint64_t) * (m->n_group_tab ? m->n_group_tab : 1));
+                if (fit) m->group_tab = fit;
+            }
             if (!rc) m->memory_bytes += xg2__grammar_memory(m);
         }
     }

@@ -574,7 +574,7 @@ static uint32_t dfa_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc,
                 i += nd->subtree;
             continue;
         }
-        if (nd->subtree > 1 && !(t->below[i] & ~(g->self_groups[s] | far_head_groups(w, s, ss->loop, n)))) {
+        if (nd->subtree > 1 && !(t->below[i] & ~(xg2__self_groups(g, ss) | far_head_groups(w, s, ss->loop, n)))) {
             /* s loops on every byte below: the whole subtree is accepted */
             accept_tokens(w->log, acc, ids, nd->tok_begin, nd->tok_end);
             i += nd->subtree;
@@ -621,7 +621,7 @@ static uint32_t nest_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc
         }
         w->path[d] = c;
         if (alive) {
-            if (nd->subtree > 1 && !(t->below[i] & ~g->self_groups[s])) {
+            if (nd->subtree > 1 && !(t->below[i] & ~xg2__self_groups(g, &g->states[s]))) {
                 accept_tokens(w->log, acc, ids, nd->tok_begin, nd->tok_end); /* s loops on every byte below */
                 i += nd->subtree;
                 continue;
@@ -755,7 +755,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             if (step == 0) {
                 alive = 0;
             } else if (step == 1) {
-                uint64_t loops = g->self_groups[s];
+                uint64_t loops = xg2__self_groups(g, &g->states[s]);
                 if (w->nest_rep != XG2_NONE && s == w->rep_start) {
                     /* between iterations: bytes that are whole iterations loop, while the bound is far */
                     int32_t max = g->rules[w->nest_rep].max;
