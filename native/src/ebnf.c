@@ -29,6 +29,9 @@ typedef struct {
     int rc;
     uint32_t cur_rule;
     uint32_t n_tok; /* Token rules lifted so far (their names) */
+    /* Those rules by their tokens (open addressing, rule id + 1; 0: empty): an equal
+     * Token(...) refers to the same rule (a Harmony tag writes two for each tool). */
+    uint32_t *tok_slot, tok_cap;
     xg2_charvec lit; /* a string literal's bytes (one buffer for all of them) */
     xg2_u32vec kids; /* the items of the sequences and choices being read, innermost last */
     xg2_u32vec cls;  /* a character class's ranges (one buffer for all of them) */
@@ -651,14 +654,50 @@ static int take_token_id(parser *p, xg2_u32vec *ids, const char *what) {
     return 0;
 }
 
-/* A reference to a new rule whose body is Token(ids) (ExcludeToken if exclude);
- * ids are sorted and made distinct here. */
+/* The slot of the Token rule with these (sorted, distinct) ids in p->tok_slot,
+ * hashed h: its rule id + 1, or 0 where it is to go; NULL without memory (then
+ * the rule is not shared). */
+static uint32_t *token_slot(parser *p, uint64_t h, const uint32_t *ids, uint32_t n, int exclude) {
+    const xg2_ir *ir = p->ir;
+    if (2 * (uint64_t)(p->n_tok + 1) > p->tok_cap) { /* (at most half full) */
+        uint32_t cap = p->tok_cap ? 2 * p->tok_cap : 16, *tab = xg2__calloc(cap, sizeof *tab);
+        if (!tab) return NULL;
+        for (uint32_t k = 0; k < p->tok_cap; k++) {
+            uint32_t r = p->tok_slot[k];
+            if (!r) continue;
+            const xg2_expr *e = &ir->exprs.a[ir->rules.a[r - 1].body];
+            uint64_t g = 0x746f6b656e0001ull ^ (uint64_t)((e->flags & XF_EXCLUDE) != 0);
+            for (uint32_t i = 0; i < e->n; i++) g = xg2__mix64(g, ir->pool.a[e->a + i]);
+            uint32_t j = (uint32_t)g & (cap - 1);
+            while (tab[j]) j = (j + 1) & (cap - 1);
+            tab[j] = r;
+        }
+        xg2__free(p->tok_slot);
+        p->tok_slot = tab;
+        p->tok_cap = cap;
+    }
+    for (uint32_t j = (uint32_t)h & (p->tok_cap - 1);; j = (j + 1) & (p->tok_cap - 1)) {
+        uint32_t r = p->tok_slot[j];
+        if (!r) return &p->tok_slot[j];
+        const xg2_expr *e = &ir->exprs.a[ir->rules.a[r - 1].body];
+        if (e->n == n && ((e->flags & XF_EXCLUDE) != 0) == (exclude != 0) &&
+            (!n || !memcmp(ir->pool.a + e->a, ids, sizeof *ids * n)))
+            return &p->tok_slot[j];
+    }
+}
+
+/* A reference to the rule whose body is Token(ids) (ExcludeToken if exclude),
+ * made on first use; ids are sorted and made distinct here. */
 static uint32_t token_rule(parser *p, xg2_u32vec *ids, int exclude, uint32_t line, uint32_t col) {
     xg2__sort_u32(ids->a, ids->n);
     uint32_t n = 0;
     for (uint32_t i = 0; i < ids->n; i++)
         if (!n || ids->a[n - 1] != ids->a[i]) ids->a[n++] = ids->a[i];
     xg2_ir *ir = p->ir;
+    uint64_t h = 0x746f6b656e0001ull ^ (uint64_t)(exclude != 0);
+    for (uint32_t i = 0; i < n; i++) h = xg2__mix64(h, ids->a[i]);
+    uint32_t *slot = token_slot(p, h, ids->a, n, exclude);
+    if (slot && *slot) return xg2__ir_ref(ir, *slot - 1);
     char base[240]; /* (numbered: a name free at once, however many there are) */
     snprintf(base, sizeof base, "%.200s_%s%u", p->cur_rule < ir->rules.n ? xg2__ir_name(ir, p->cur_rule) : "rule",
              exclude ? "exclude_token" : "token", ++p->n_tok);
@@ -666,6 +705,7 @@ static uint32_t token_rule(parser *p, xg2_u32vec *ids, int exclude, uint32_t lin
     if (ir->err) { rule_limit(p); return 0; }
     ir->rules.a[rule].line = line; /* (where the macro is: for the vocabulary's range check) */
     ir->rules.a[rule].col = col;
+    if (slot) *slot = rule + 1;
     return xg2__ir_ref(ir, rule);
 }
 
@@ -1025,7 +1065,7 @@ static int parse_rule(parser *p) {
 
 /* Parse text into ir (initialised by the caller) and normalise it. */
 XG2_HIDDEN int xg2__ebnf_parse(xg2_ir *ir, const char *text, size_t len, const char *root) {
-    parser p = {text, len, 0, 1, 1, ir, 0, 0, 0, 0, {0}, {0}, {0}};
+    parser p = {text, len, 0, 1, 1, ir, 0, 0, 0, 0, NULL, 0, {0}, {0}, {0}};
     skip_ws(&p);
     if (peekc(&p, 0) < 0) return xg2__fail(XG2_ERR_GRAMMAR, "the grammar text is empty");
     while (!p.rc && peekc(&p, 0) >= 0) {
@@ -1035,6 +1075,7 @@ XG2_HIDDEN int xg2__ebnf_parse(xg2_ir *ir, const char *text, size_t len, const c
     vec_free(&p.lit);
     vec_free(&p.kids);
     vec_free(&p.cls);
+    xg2__free(p.tok_slot);
     if (!p.rc && ir->err) p.rc = ir->err == XG2_ERR_LIMIT ? xg2__fail(XG2_ERR_LIMIT, "more than %d rules", XG2_MAX_RULES) : XG2_NOMEM();
     if (p.rc) return p.rc;
     for (uint32_t r = 0; r < ir->rules.n; r++) {

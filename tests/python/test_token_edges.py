@@ -359,6 +359,27 @@ def test_rollback_fork_reset_keep_masks():
     assert (_mask(m) == masks[0]).all()
 
 
+def test_equal_token_edges_share_one_rule():
+    # (a Harmony tag writes <|constrain|> and <|message|> once per tool: one rule each)
+    text = (f'root ::= Token({S1}) "a" | Token({S1}, {S1}) "b" | Token({X}) Token({S1}) "c" | '
+            f'ExcludeToken({S1}) "d" | ExcludeToken({S1}) "e"')
+    printed = str(ours.Grammar.from_ebnf(text))
+    assert printed.count(f"::= Token({S1})") == 1 and printed.count(f"::= Token({X})") == 1
+    assert printed.count(f"::= ExcludeToken({S1})") == 1
+    g = _scompiler().compile_grammar(text)
+    for seq in ([S1, ord("a")], [S1, ord("b")], [X, S1, ord("c")], [ord("q"), ord("d")], [ord("q"), ord("e")]):
+        m = ours.GrammarMatcher(g)
+        for t in seq:
+            mask = _mask(m)
+            assert mask[t] and m.accept_token(t)
+        assert m.is_completed()
+    m = ours.GrammarMatcher(g)
+    assert m.accept_token(S1)
+    mask = _mask(m)
+    assert mask[ord("a")] and mask[ord("b")] and not mask[ord("c")] and not mask[ord("d")]
+    assert not ours.GrammarMatcher(g).accept_token(S2)
+
+
 def test_bounded_history_with_token_steps():
     g = _scompiler().compile_grammar(f'root ::= (ExcludeToken({S1}) | Token({S1}) "a")*')
     m = ours.GrammarMatcher(g, max_rollback_tokens=3)
