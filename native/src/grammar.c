@@ -973,10 +973,12 @@ static int stand_in_dfa(const xg2_grammar *piece, xg2_dfa *d) {
     d->final = xg2__calloc(2, 1);
     if (!d->boff || !d->br || !d->roff || !d->final) return XG2_NOMEM();
     uint32_t k = 0;
-    for (unsigned c = 0; c < 256; c++) { /* (runs of first bytes, one range each) */
-        if (!byteset_has(&piece->root_first, c)) continue;
-        if (k && d->br[k - 1].hi + 1 == c) d->br[k - 1].hi = c;
-        else d->br[k++] = (xg2_brange){c, c, 1};
+    const xg2_byteset *first = &piece->root_first;
+    for (unsigned c = byteset_next(first, 0); c < 256;) { /* (runs of first bytes, one range each) */
+        unsigned end = c + 1;
+        while (end < 256 && byteset_has(first, end)) end++;
+        d->br[k++] = (xg2_brange){c, end - 1, 1};
+        c = end < 256 ? byteset_next(first, end) : 256;
     }
     d->boff[1] = d->boff[2] = k;
     d->final[0] = piece->rules[piece->root].nullable;
