@@ -621,7 +621,7 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     uint32_t nblk = 0;
     if ((rc = xg2__minimize(&d, c.name, block, &nblk))) goto out;
     rc = xg2__rebuild(&d, block, nblk, out);
-    if (!rc && cached) store(&key, key_hash, &slots, out);
+    if (!rc && cached && !(regions && regions->lookup_only)) store(&key, key_hash, &slots, out);
 out:
     vec_free(&key);
     vec_free(&slots);

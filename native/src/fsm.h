@@ -89,6 +89,9 @@ typedef struct {
      * that a rule expanded twice towards the same exit is built once. */
     xg2_expansion *expansion;
     uint32_t build_serial;
+    /* Look the rules' automata up in the rule cache but store none (a piece's: its
+     * caller keeps the piece whole, and its rules are its own). */
+    uint8_t lookup_only;
 } xg2_regions;
 
 /* Build the minimal DFA of one expression.

@@ -1021,6 +1021,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     g->root = ir->root;
     for (uint32_t r = 0; r < n; r++) g->rules[r].lookahead = -1;
     regions.flat_repeat = flat;
+    regions.lookup_only = g->piece;
     if ((rc = decide_inlining(ir, inl, flat, region, use_regions))) goto out;
     *merged = 0;
     for (uint32_t r = 0; r < n; r++) *merged |= region[r] != UINT32_MAX;
@@ -1401,6 +1402,7 @@ int xg2__grammar_build(const char *text, size_t len, const char *root, const uin
     if (!g) return xg2__budget_status(XG2_NOMEM(), "starting");
     g->refs = 1;
     if (root_follow) memcpy(&g->root_follow, root_follow, sizeof g->root_follow);
+    g->piece = root_follow != NULL;
     int rc = xg2__ir_init(&g->ir);
     if (rc) rc = XG2_NOMEM();
     if (!rc) rc = xg2__ebnf_parse(&g->ir, text, len, root);

@@ -120,6 +120,7 @@ struct xg2_grammar {
     char **linked_prefix;
     uint8_t token_kinds; /* bit 1: some Token rule, bit 2: some ExcludeToken rule */
     uint8_t has_budgets; /* some rule has max_tokens or max_chars */
+    uint8_t piece;       /* built as a piece (xg2_grammar_from_ebnf_piece): its rules not stored in the rule cache */
     size_t memory_bytes;
 };
 

@@ -133,6 +133,33 @@ def test_a_new_tool_the_core_refuses_is_named_by_its_path_and_not_cached(deepsee
     assert m.accept_string('x <f=t0>{"n": 3}</f>') and m.is_completed()
 
 
+def test_schemas_that_differ_only_in_descriptions_share_one_piece(deepseek):
+    """Two tools whose schemas differ only where the grammar does not (descriptions)
+    are one piece: one build, one root in the linked grammar, and still the grammar
+    of the whole text (rows equal, fork verdicts) for a call to either."""
+    def params(doc):
+        return {"type": "object", "description": doc, "required": ["city"],
+                "properties": {"city": {"type": "string", "description": f"the city, {doc}"},
+                               "days": {"type": "integer", "minimum": 1}}}
+
+    tools = [{"name": "weather_now", "parameters": params("now")}, {"name": "weather_week", "parameters": params("week")},
+             _tool(3)]
+    tag = _llama_tag(tools)
+    compiler = xgr.GrammarCompiler(deepseek.info)
+    compiled = compiler.compile_structural_tag(tag)
+    pieces = {k[1]: v[0] for k, v in _CACHE.items() if k[0] == "json-linked"}
+    a, b = pieces[_content_key(params("now"), "")], pieces[_content_key(params("week"), "")]
+    assert a is b and len(a._grammars) == 1
+    assert str(compiled.grammar).count(f"{a.root} ::=") == 1
+    whole = compiler.compile_grammar(Grammar.from_ebnf(structural_tag_to_ebnf(tag, deepseek.info)))
+    rng = np.random.default_rng(11)
+    for name in ("weather_now", "weather_week"):
+        text = f'ok <function={name}>{{"city": "Oslo", "days": 3}}</function>'
+        assert _walk_both(deepseek, xgr.GrammarMatcher(compiled), xgr.GrammarMatcher(whole), text, rng)
+    m = xgr.GrammarMatcher(compiled)
+    assert not m.accept_string('<function=weather_week>{"days": 3}</function>')
+
+
 def test_a_piece_root_defined_in_the_text_is_an_error():
     piece = linking.Piece('root ::= "a"\n', "p_")
     with pytest.raises(xgr.GrammarError, match="defined twice"):
