@@ -146,6 +146,19 @@ static int seq_intern(seqtab *t, const uint32_t *a, uint32_t n, uint32_t *id) {
     return seq_add(t, a, n, h);
 }
 
+/* Room in t for about `count` sequences of `items` members in all, made at once
+ * (each vector growing from 8 by doubling cost a tenth of a small rule's build). */
+static int seq_reserve(seqtab *t, uint32_t count, uint64_t items) {
+    if (vec_reserve(&t->pool, items) || vec_reserve(&t->off, (uint64_t)count + 1) || vec_reserve(&t->hash, count))
+        return XG2_NOMEM();
+    if (t->cap || count < 32) return XG2_OK;
+    uint32_t cap = 64;
+    while (cap < 2 * count) cap *= 2;
+    if (!(t->tab = xg2__calloc(cap, sizeof(uint32_t)))) return XG2_NOMEM();
+    t->cap = cap;
+    return XG2_OK;
+}
+
 /* Empty t, keeping its memory. */
 static void seq_clear(seqtab *t) {
     for (uint32_t k = 0, count = seq_count(t); k < count; k++) {
@@ -338,6 +351,12 @@ int xg2__determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
     if ((rc = prepare_loops(c, &conflict))) goto out;
     if (c->n_loops && !(x.eseen = xg2__calloc(c->n, 1))) goto oom;
     if (!(x.single_to = xg2__calloc(c->n ? c->n : 1, sizeof(uint32_t)))) goto oom;
+    /* (sized for as many DFA states as the NFA has states: subset construction of a
+     * rule mostly stays below that; these are the build's own, freed at its end) */
+    uint32_t guess = c->n < 4096 ? c->n : 4096;
+    if (seq_reserve(&x.ds, guess, 2ull * guess) || vec_reserve(&boff, guess + 1ull) || vec_reserve(&roff, guess + 1ull) ||
+        vec_reserve(&final, guess) || vec_reserve(&tags, guess) || vec_reserve(&br, 2ull * guess))
+        goto oom;
     if (vec_push(&set, 0)) goto oom;
     if ((rc = next_state(c, &x, &set, &conflict, &id))) goto out;
     for (uint32_t d = 0; d < seq_count(ds); d++) {
@@ -747,6 +766,8 @@ int xg2__minimize(const xg2_dfa *d, const char *name, uint32_t *block, uint32_t 
     seqtab global = {0}, loc = {0};
     refiner r = {0};
     if (!comp || !local || !order || !start) { rc = XG2_NOMEM(); goto out; }
+    /* (a signature a state: its header and about two edges of three words; see seq_reserve) */
+    if ((rc = seq_reserve(&global, n, 8ull * n)) || vec_reserve(&sig, 64)) goto out;
     if ((rc = xg2__dfa_scc(d, comp, &nc))) goto out;
     for (uint32_t s = 0; s < n; s++) start[comp[s] + 1]++;
     for (uint32_t c = 0; c < nc; c++) start[c + 1] += start[c];
