@@ -354,7 +354,7 @@ int xg2__determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
     /* (sized for as many DFA states as the NFA has states: subset construction of a
      * rule mostly stays below that; these are the build's own, freed at its end) */
     uint32_t guess = c->n < 4096 ? c->n : 4096;
-    if (seq_reserve(&x.ds, guess, 2ull * guess) || vec_reserve(&boff, guess + 1ull) || vec_reserve(&roff, guess + 1ull) ||
+    if (seq_reserve(&x.ds, guess, 2ull * guess) || seq_reserve(&x.seeds, guess, 2ull * guess) || vec_reserve(&boff, guess + 1ull) || vec_reserve(&roff, guess + 1ull) ||
         vec_reserve(&final, guess) || vec_reserve(&tags, guess) || vec_reserve(&br, 2ull * guess))
         goto oom;
     if (vec_push(&set, 0)) goto oom;
@@ -848,6 +848,11 @@ int xg2__rebuild(const xg2_dfa *d, const uint32_t *block, uint32_t nblk, xg2_dfa
     revec re = {0};
     VEC(uint8_t) fin = {0};
     if (!rep || !live || !order || !newid) goto oom;
+    /* (at most a state a block, at most the edges of d: room made at once) */
+    uint64_t nb = d->n ? d->boff[d->n] : 0, nr = d->n ? d->roff[d->n] : 0;
+    if (vec_reserve(&boff, nblk + 1ull) || vec_reserve(&roff, nblk + 1ull) || vec_reserve(&tags, nblk) ||
+        vec_reserve(&fin, nblk) || vec_reserve(&br, nb) || vec_reserve(&re, nr))
+        goto oom;
     for (uint32_t b = 0; b < nblk; b++) rep[b] = UINT32_MAX;
     for (uint32_t s = 0; s < d->n; s++)
         if (rep[block[s]] == UINT32_MAX) rep[block[s]] = s;
