@@ -168,7 +168,7 @@ def json_schema_linked_piece(schema, path: str, follow: bytes, *, any_order=Fals
     with _CACHE_LOCK:
         piece = _PIECE_BY_TEXT.get(text)
         if piece is None:
-            piece = _PIECE_BY_TEXT[text] = Piece(text, f"js{_digest(text)}_")
+            piece = _PIECE_BY_TEXT[text] = Piece(text, f"js{hashlib.sha1(text.encode()).hexdigest()[:12]}_")
     if pending is not None:
         pending[key] = (piece, path, follow)
         return piece
