@@ -654,6 +654,12 @@ static int take_token_id(parser *p, xg2_u32vec *ids, const char *what) {
     return 0;
 }
 
+static uint64_t token_hash(const uint32_t *ids, uint32_t n, int exclude) {
+    uint64_t h = 0x746f6b656e0001ull ^ (uint64_t)(exclude != 0);
+    for (uint32_t i = 0; i < n; i++) h = xg2__mix64(h, ids[i]);
+    return h;
+}
+
 /* The slot of the Token rule with these (sorted, distinct) ids in p->tok_slot,
  * hashed h: its rule id + 1, or 0 where it is to go; NULL without memory (then
  * the rule is not shared). */
@@ -666,9 +672,7 @@ static uint32_t *token_slot(parser *p, uint64_t h, const uint32_t *ids, uint32_t
             uint32_t r = p->tok_slot[k];
             if (!r) continue;
             const xg2_expr *e = &ir->exprs.a[ir->rules.a[r - 1].body];
-            uint64_t g = 0x746f6b656e0001ull ^ (uint64_t)((e->flags & XF_EXCLUDE) != 0);
-            for (uint32_t i = 0; i < e->n; i++) g = xg2__mix64(g, ir->pool.a[e->a + i]);
-            uint32_t j = (uint32_t)g & (cap - 1);
+            uint32_t j = (uint32_t)token_hash(ir->pool.a + e->a, e->n, e->flags & XF_EXCLUDE) & (cap - 1);
             while (tab[j]) j = (j + 1) & (cap - 1);
             tab[j] = r;
         }
@@ -694,9 +698,7 @@ static uint32_t token_rule(parser *p, xg2_u32vec *ids, int exclude, uint32_t lin
     for (uint32_t i = 0; i < ids->n; i++)
         if (!n || ids->a[n - 1] != ids->a[i]) ids->a[n++] = ids->a[i];
     xg2_ir *ir = p->ir;
-    uint64_t h = 0x746f6b656e0001ull ^ (uint64_t)(exclude != 0);
-    for (uint32_t i = 0; i < n; i++) h = xg2__mix64(h, ids->a[i]);
-    uint32_t *slot = token_slot(p, h, ids->a, n, exclude);
+    uint32_t *slot = token_slot(p, token_hash(ids->a, n, exclude), ids->a, n, exclude);
     if (slot && *slot) return xg2__ir_ref(ir, *slot - 1);
     char base[240]; /* (numbered: a name free at once, however many there are) */
     snprintf(base, sizeof base, "%.200s_%s%u", p->cur_rule < ir->rules.n ? xg2__ir_name(ir, p->cur_rule) : "rule",
