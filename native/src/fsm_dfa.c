@@ -354,8 +354,9 @@ int xg2__determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
     /* (sized for as many DFA states as the NFA has states: subset construction of a
      * rule mostly stays below that; these are the build's own, freed at its end) */
     uint32_t guess = c->n < 4096 ? c->n : 4096;
-    if (seq_reserve(&x.ds, guess, 2ull * guess) || seq_reserve(&x.seeds, guess, 2ull * guess) || vec_reserve(&boff, guess + 1ull) || vec_reserve(&roff, guess + 1ull) ||
-        vec_reserve(&final, guess) || vec_reserve(&tags, guess) || vec_reserve(&br, 2ull * guess))
+    if (seq_reserve(&x.ds, guess, 2ull * guess) || seq_reserve(&x.seeds, guess, 2ull * guess) ||
+        vec_reserve(&boff, guess + 1ull) || vec_reserve(&roff, guess + 1ull) || vec_reserve(&final, guess) ||
+        vec_reserve(&tags, guess) || vec_reserve(&br, 2ull * guess))
         goto oom;
     if (vec_push(&set, 0)) goto oom;
     if ((rc = next_state(c, &x, &set, &conflict, &id))) goto out;

@@ -761,6 +761,12 @@ static int residual_keys(xg2_grammar *g, uint32_t r, const xg2_dfa *d, const uin
     return XG2_OK;
 }
 
+/* Whether rule rt's states are keyed one by one (skey_tab): a TagDispatch's, and
+ * the rules one calls (tag_rule: residual keys) but repetitions. */
+static int keyed_by_state(const xg2_rule *rt, int tag_rule) {
+    return rt->start != XG2_NONE && (rt->dispatch || (tag_rule && rt->kind != RK_REPEAT));
+}
+
 /* Rule keys refined until stable: h_{i+1}(r) = mix(h0(r), h_i of the rules r
  * references, in edge order) -- equal keys after the last round mean equal
  * languages of the whole reference structure, cycles included. */
@@ -826,12 +832,10 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
         for (uint32_t j = g->states[rt->start].ref_off; j < last->ref_off + last->ref_n; j++)
             tag_rule[g->refs_tab[j].rule] = 1;
     }
-    /* Keyed state by state (in skey_tab): the residual rules and the dispatches. */
+    /* Keyed state by state (in skey_tab): the dispatches and the residual rules. */
     uint64_t n_tab = 0;
-    for (uint32_t r = 0; r < nr; r++) {
-        const xg2_rule *rt = &g->rules[r];
-        if (rt->start != XG2_NONE && (rt->dispatch || (tag_rule[r] && rt->kind != RK_REPEAT))) n_tab += rt->n_states;
-    }
+    for (uint32_t r = 0; r < nr; r++)
+        if (keyed_by_state(&g->rules[r], tag_rule[r])) n_tab += g->rules[r].n_states;
     g->skey_tab = xg2__malloc(sizeof *g->skey_tab * (n_tab ? n_tab : 1));
     if (!g->skey_tab) { rc = XG2_NOMEM(); goto out; }
     g->n_skey_tab = (uint32_t)n_tab;
@@ -842,7 +846,7 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
         uint64_t own[2];
         with_follow(h[r], &g->follow[r], rt->key);
         rt->keys_at = 0;
-        if (!rt->dispatch && !(tag_rule[r] && rt->kind != RK_REPEAT)) continue;
+        if (!keyed_by_state(rt, tag_rule[r])) continue;
         rt->keys_at = at + 1;
         at += rt->n_states;
         if (!rt->dispatch) {
@@ -1209,10 +1213,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
         }
     }
     g->n_refs = ref_i;
-    { /* (the group sets' table to its size) */
-        uint64_t *fit = xg2__realloc(g->group_tab, sizeof(uint64_t) * (g->n_group_tab ? g->n_group_tab : 1));
-        if (fit) g->group_tab = fit;
-    }
+    xg2__group_tab_fit(g);
 
     if ((rc = build_lookaheads(g, want))) goto out;
 

@@ -154,6 +154,12 @@ static inline uint8_t xg2__group_entry(xg2_grammar *g, uint64_t x) {
     return (uint8_t)g->n_group_tab;
 }
 
+/* Shrink g's group_tab to the entries it holds (built with room for XG2_MAX_GROUP_SETS). */
+static inline void xg2__group_tab_fit(xg2_grammar *g) {
+    uint64_t *fit = xg2__realloc(g->group_tab, sizeof(uint64_t) * (g->n_group_tab ? g->n_group_tab : 1));
+    if (fit) g->group_tab = fit;
+}
+
 /* State s's structural key (see skey_tab). */
 static inline void xg2__state_key(const xg2_grammar *g, uint32_t s, uint64_t key[2]) {
     const xg2_rule *rt = &g->rules[g->states[s].rule];

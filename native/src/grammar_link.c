@@ -323,10 +323,7 @@ int xg2_grammar_link(const char *text, size_t len, const char *root, uint32_t n,
         else {
             m->refs = 1;
             rc = merge(b, n, (const xg2_grammar *const *)pieces, prefixes, pb, m);
-            if (!rc) { /* (the group sets' table to its size) */
-                uint64_t *fit = xg2__realloc(m->group_tab, sizeof(uint64_t) * (m->n_group_tab ? m->n_group_tab : 1));
-                if (fit) m->group_tab = fit;
-            }
+            if (!rc) xg2__group_tab_fit(m);
             if (!rc) m->memory_bytes += xg2__grammar_memory(m);
         }
     }
