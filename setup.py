@@ -70,8 +70,9 @@ class BuildExt(build_ext):
             return
         if self.inplace and self._frontend_current(fb):
             return
-        # (separate: each module with its own runtime library, inside the package)
-        exts = list(mypycify([f"xg2_plugin/{name}.py" for name in fb.COMPILED], opt_level="3", separate=True))
+        # (separate: each group of modules with its own runtime library, inside the package)
+        groups = [([f"xg2_plugin/{name}.py" for name in names], f"xg2_plugin.{lib}") for lib, names in fb.GROUPS]
+        exts = list(mypycify([path for paths, _ in groups for path in paths], opt_level="3", separate=groups))
         self._add_extensions(exts)
         # the stamp goes where the extensions go: the source tree (in place,
         # editable installs) or the build directory (wheels)
@@ -103,11 +104,8 @@ class BuildExt(build_ext):
         with open(stamp) as f:
             if f.read() != fb.stamp_text("xg2_plugin"):
                 return False
-        for name in fb.COMPILED:
-            for module in (name, name + "__mypyc"):
-                if not os.path.exists(self.get_ext_filename(f"xg2_plugin.{module}")):
-                    return False
-        return True
+        modules = list(fb.COMPILED) + [lib + "__mypyc" for lib, _ in fb.GROUPS]
+        return all(os.path.exists(self.get_ext_filename(f"xg2_plugin.{module}")) for module in modules)
 
 
 setup(cffi_modules=["xg2_plugin/_build.py:ffibuilder"], cmdclass={"build_ext": BuildExt})

@@ -113,8 +113,8 @@ def clear_frontend_memo() -> int:
     """Clear the process-wide memo tables of our JSON Schema front-end (lru_caches and
     ``*_CACHE`` dicts); returns how many were cleared."""
     n = 0
-    for name in ("xg2_plugin.json_schema", "xg2_plugin.json_schema_formats", "xg2_plugin.json_schema_regex",
-                 "xg2_plugin.json_schema_dfa", "xg2_plugin.json_schema_fragments"):
+    for name in ("xg2_plugin.json_schema", "xg2_plugin.json_schema_common", "xg2_plugin.json_schema_formats",
+                 "xg2_plugin.json_schema_regex", "xg2_plugin.json_schema_dfa", "xg2_plugin.json_schema_fragments"):
         mod = sys.modules.get(name)
         for attr, value in vars(mod).items() if mod else ():
             if callable(getattr(value, "cache_clear", None)):

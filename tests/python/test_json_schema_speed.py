@@ -243,7 +243,7 @@ def _oracle_names(body):
 
 
 def test_rule_names_read_by_the_core_match_the_pattern():
-    from xg2_plugin.json_schema import _rule_refs
+    from xg2_plugin.json_schema_common import _rule_refs
 
     schema = {"type": "object", "properties": {
         "a": {"type": "string", "format": "date-time"}, "b": {"enum": ["x\"y", "[z]", "\\", "é"]},
@@ -262,7 +262,7 @@ def test_rule_names_read_by_the_core_match_the_pattern():
 
 
 def test_rule_name_bases_match_the_pattern_alone():
-    from xg2_plugin.json_schema import _name_base
+    from xg2_plugin.json_schema_common import _name_base
 
     junk = re.compile(r"[^A-Za-z0-9_.-]+")
 

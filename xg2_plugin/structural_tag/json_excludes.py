@@ -31,7 +31,7 @@ from typing import Any, Dict, List
 
 from .. import json_schema_formats as _formats
 from .._errors import GrammarError, LimitExceededError
-from ..json_schema import _ARR_STRICT_KW, _OBJ_STRICT_KW
+from ..json_schema_common import _ARR_STRICT_KW, _OBJ_STRICT_KW
 from ..json_schema_dfa import MAX_DFA_STATES
 
 ANY_NAME = "xg2_excludes_any"
