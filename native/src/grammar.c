@@ -1003,37 +1003,18 @@ size_t xg2__grammar_memory(const xg2_grammar *g) {
 
 /* Link with right-linear regions merged (use_regions; *merged: some region
  * was) or each rule on its own. */
-static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int *merged) {
+/* Build the automaton of every rule the root can still reach (want[r] set for
+ * each), in breadth-first order; *total_states and *n_ref: their states and rule
+ * edges (a counted repetition: one state). */
+static int build_reachable(xg2_grammar *g, const uint8_t *inl, xg2_regions *regions, uint8_t *want, xg2_dfa *dfa,
+                           uint32_t *conflict, uint64_t *total_states, uint64_t *n_ref) {
     const xg2_ir *ir = &g->ir;
-    uint32_t n = ir->rules.n;
-    int rc = XG2_OK;
-    xg2_regions regions = {0};
-    uint32_t *region = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
-    regions.frag = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
-    regions.stamp = xg2__calloc(n ? n : 1, sizeof(uint32_t));
-    regions.region = region;
-    regions.expansion = xg2__calloc(n ? n : 1, sizeof(xg2_expansion));
-    uint8_t *inl = xg2__calloc(n, 1);
-    uint8_t *flat = xg2__calloc(ir->exprs.n ? ir->exprs.n : 1, 1);
-    uint8_t *want = xg2__calloc(n, 1);
-    xg2_dfa *dfa = xg2__calloc(n, sizeof(xg2_dfa));
+    const uint32_t *region = regions->region;
     xg2_u32vec queue = {0};
-    uint32_t *loop_base = NULL;
-    g->rules = xg2__calloc(n, sizeof(xg2_rule));
-    if (!inl || !flat || !want || !dfa || !g->rules || !region || !regions.frag || !regions.stamp || !regions.expansion) { rc = XG2_NOMEM(); goto out; }
-    g->n_rules = n;
-    g->root = ir->root;
-    for (uint32_t r = 0; r < n; r++) g->rules[r].lookahead = -1;
-    regions.flat_repeat = flat;
-    regions.lookup_only = g->piece;
-    if ((rc = decide_inlining(ir, inl, flat, region, use_regions))) goto out;
-    *merged = 0;
-    for (uint32_t r = 0; r < n; r++) *merged |= region[r] != UINT32_MAX;
-
-    /* Build the automata of every rule the root can still reach. */
+    uint64_t total = 0, refs = 0;
+    int rc = XG2_OK;
     want[ir->root] = 1;
     if (vec_push(&queue, ir->root)) { rc = XG2_NOMEM(); goto out; }
-    uint64_t total = 0, n_ref = 0;
     for (uint32_t qi = 0; qi < queue.n; qi++) {
         uint32_t r = queue.a[qi];
         if ((qi & 15) == 0 && (rc = xg2__budget_check("building rule", xg2__ir_name(ir, r)))) goto out;
@@ -1071,7 +1052,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
         } else if (region[r] == UINT32_MAX && ru->lookahead < 0 &&
                    (rc = xg2__trie_dfa(ir, ru->body, inl, &dfa[r], &built))) {
             goto out;
-        } else if (!built && (rc = xg2__fsm_build(ir, ru->body, inl, &regions, r, 0, &dfa[r]))) {
+        } else if (!built && (rc = xg2__fsm_build(ir, ru->body, inl, regions, r, 0, &dfa[r]))) {
             if (rc == XG2__LOOP_CONFLICT) *conflict = dfa[r].conflict_expr;
             goto out;
         }
@@ -1085,7 +1066,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
         }
         rt->n_states = dfa[r].n;
         total += dfa[r].n;
-        n_ref += dfa[r].roff[dfa[r].n];
+        refs += dfa[r].roff[dfa[r].n];
         for (uint32_t j = 0; j < dfa[r].roff[dfa[r].n]; j++) {
             uint32_t t = dfa[r].re[j].rule;
             if (!want[t]) {
@@ -1094,21 +1075,25 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
             }
         }
     }
-    if (total > XG2_MAX_TOTAL_STATES) {
+    if (total > XG2_MAX_TOTAL_STATES)
         rc = xg2__fail(XG2_ERR_LIMIT, "the grammar needs %llu automaton states (limit %d)",
                        (unsigned long long)total, XG2_MAX_TOTAL_STATES);
-        goto out;
-    }
+    *total_states = total;
+    *n_ref = refs;
+out:
+    vec_free(&queue);
+    return rc;
+}
 
-    /* Counted loops get global ids. */
-    loop_base = xg2__calloc(n, sizeof(uint32_t));
-    if (!loop_base) { rc = XG2_NOMEM(); goto out; }
+/* Counted loops get global ids: loop_base[r], the first of rule r's. */
+static int number_loops(xg2_grammar *g, const xg2_dfa *dfa, const uint8_t *want, uint32_t *loop_base) {
+    uint32_t n = g->n_rules;
     for (uint32_t r = 0; r < n; r++) {
         loop_base[r] = g->n_loops;
         if (want[r] && g->rules[r].kind == RK_FSM) g->n_loops += dfa[r].n_loops;
     }
     g->loops = xg2__calloc(g->n_loops ? g->n_loops : 1, sizeof(xg2_loop));
-    if (!g->loops) { rc = XG2_NOMEM(); goto out; }
+    if (!g->loops) return XG2_NOMEM();
     for (uint32_t r = 0; r < n; r++) {
         if (!want[r] || g->rules[r].kind != RK_FSM) continue;
         for (uint32_t k = 0; k < dfa[r].n_loops; k++) {
@@ -1120,10 +1105,14 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
             l->slack = dfa[r].loops[k].slack;
         }
     }
+    return XG2_OK;
+}
 
-    /* Global numbering. */
-    uint64_t n_trans = 0;
-    uint32_t base = 0;
+/* Global state numbering (each wanted rule's states from its start) and the
+ * grammar's per-state tables, allocated; then each state's byte classes and the
+ * transition table, sized and allocated (filled by fill_states). */
+static int allocate_tables(xg2_grammar *g, const xg2_dfa *dfa, const uint8_t *want, uint64_t n_ref) {
+    uint32_t n = g->n_rules, base = 0;
     for (uint32_t r = 0; r < n; r++) {
         xg2_rule *rt = &g->rules[r];
         rt->start = XG2_NONE;
@@ -1135,26 +1124,32 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     g->states = xg2__calloc(base ? base : 1, sizeof(xg2_state));
     g->group_tab = xg2__malloc(sizeof(uint64_t) * XG2_MAX_GROUP_SETS);
     /* (head_groups only for counted loops' heads: none without loops) */
-    if (g->n_loops && !(g->head_groups = xg2__calloc(base ? base : 1, sizeof(uint64_t)))) { rc = XG2_NOMEM(); goto out; }
+    if (g->n_loops && !(g->head_groups = xg2__calloc(base ? base : 1, sizeof(uint64_t)))) return XG2_NOMEM();
     g->contained = xg2__calloc(base ? base : 1, 1);
     g->proofs_spent = xg2__calloc(1, 1);
     g->refs_tab = xg2__malloc(sizeof(xg2_ref) * (n_ref ? n_ref : 1));
     int any_rest = 0;
     for (uint32_t r = 0; r < n; r++) any_rest |= want[r] && g->rules[r].kind == RK_FSM && dfa[r].rest;
-    if (any_rest && !(g->rest = xg2__calloc(2 * (size_t)base, sizeof(uint32_t)))) { rc = XG2_NOMEM(); goto out; }
-    if (!g->states || !g->group_tab || !g->contained || !g->proofs_spent || !g->refs_tab) { rc = XG2_NOMEM(); goto out; }
-    /* First pass: each state's byte classes and the table's size. */
-    if ((rc = state_classes(g, dfa, want, &n_trans))) goto out;
-    if (n_trans > UINT32_MAX / 2) { rc = xg2__fail(XG2_ERR_LIMIT, "transition table too large"); goto out; }
+    if (any_rest && !(g->rest = xg2__calloc(2 * (size_t)base, sizeof(uint32_t)))) return XG2_NOMEM();
+    if (!g->states || !g->group_tab || !g->contained || !g->proofs_spent || !g->refs_tab) return XG2_NOMEM();
+    uint64_t n_trans = 0;
+    int rc = state_classes(g, dfa, want, &n_trans);
+    if (rc) return rc;
+    if (n_trans > UINT32_MAX / 2) return xg2__fail(XG2_ERR_LIMIT, "transition table too large");
     g->n_trans = (uint32_t)n_trans;
     g->trans = xg2__malloc(sizeof(uint32_t) * (n_trans ? n_trans : 1));
-    if (!g->trans) { rc = XG2_NOMEM(); goto out; }
+    if (!g->trans) return XG2_NOMEM();
     memset(g->trans, 0xFF, sizeof(uint32_t) * n_trans);
-    /* Second pass: transitions, rule edges, flags. */
+    return XG2_OK;
+}
+
+/* Each state's transitions, rule edges, flags, loop and loop byte groups. */
+static int fill_states(xg2_grammar *g, const xg2_dfa *dfa, const uint8_t *want, const uint32_t *loop_base) {
+    const xg2_ir *ir = &g->ir;
     uint32_t ref_i = 0;
     xg2_byteset last_self = {{0}};
     uint8_t last_groups = 0;
-    for (uint32_t r = 0; r < n; r++) {
+    for (uint32_t r = 0; r < g->n_rules; r++) {
         xg2_rule *rt = &g->rules[r];
         if (!want[r]) continue;
         if (rt->kind == RK_REPEAT) {
@@ -1203,7 +1198,8 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
             }
             st->ref_off = ref_i;
             uint32_t nr = d->roff[s + 1] - d->roff[s];
-            if (nr > UINT16_MAX) { rc = xg2__fail(XG2_ERR_LIMIT, "a state of rule \"%s\" has more than 65535 rule edges", xg2__ir_name(ir, r)); goto out; }
+            if (nr > UINT16_MAX)
+                return xg2__fail(XG2_ERR_LIMIT, "a state of rule \"%s\" has more than 65535 rule edges", xg2__ir_name(ir, r));
             st->ref_n = (uint16_t)nr;
             for (uint32_t j = d->roff[s]; j < d->roff[s + 1]; j++) {
                 g->refs_tab[ref_i].rule = d->re[j].rule;
@@ -1214,17 +1210,19 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     }
     g->n_refs = ref_i;
     xg2__group_tab_fit(g);
+    return XG2_OK;
+}
 
-    if ((rc = build_lookaheads(g, want))) goto out;
-
-    /* Nullable rules: a path from the start to a final state over rule edges of
-     * nullable rules only.  Fixpoint; each pass is a walk per rule. */
+/* Nullable rules: a path from the start to a final state over rule edges of
+ * nullable rules only.  Fixpoint; each pass is a walk per rule. */
+static int mark_nullable(xg2_grammar *g, const uint8_t *want) {
     xg2_u32vec stack = {0};
+    int rc = XG2_OK;
     uint8_t *seen = xg2__calloc(g->n_states ? g->n_states : 1, 1);
-    if (!seen) { rc = XG2_NOMEM(); goto out; }
-    for (int changed = 1; changed;) {
+    if (!seen) return XG2_NOMEM();
+    for (int changed = 1; changed && !rc;) {
         changed = 0;
-        for (uint32_t r = 0; r < n; r++) {
+        for (uint32_t r = 0; r < g->n_rules && !rc; r++) {
             xg2_rule *rt = &g->rules[r];
             if (!want[r] || rt->nullable) continue;
             if (rt->kind == RK_REPEAT) {
@@ -1236,7 +1234,7 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
             if (vec_push(&stack, rt->start)) { rc = XG2_NOMEM(); break; }
             seen[rt->start] = 1;
             int found = 0;
-            for (uint32_t k = 0; k < stack.n; k++) {
+            for (uint32_t k = 0; k < stack.n && !rc; k++) {
                 uint32_t s = stack.a[k];
                 if (g->states[s].flags & SF_FINAL) { found = 1; break; }
                 const xg2_ref *e = g->refs_tab + g->states[s].ref_off;
@@ -1247,15 +1245,49 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
                 }
             }
             for (uint32_t k = 0; k < stack.n; k++) seen[stack.a[k]] = 0;
-            if (rc) break;
-            if (found) { rt->nullable = 1; changed = 1; }
+            if (found && !rc) { rt->nullable = 1; changed = 1; }
         }
-        if (rc) break;
     }
     xg2__free(seen);
     vec_free(&stack);
-    if (!rc) rc = compute_follow(g, dfa);
-    if (!rc) rc = compute_skeys(g, dfa);
+    return rc;
+}
+
+static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int *merged) {
+    const xg2_ir *ir = &g->ir;
+    uint32_t n = ir->rules.n;
+    int rc = XG2_OK;
+    xg2_regions regions = {0};
+    uint32_t *region = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
+    regions.frag = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
+    regions.stamp = xg2__calloc(n ? n : 1, sizeof(uint32_t));
+    regions.region = region;
+    regions.expansion = xg2__calloc(n ? n : 1, sizeof(xg2_expansion));
+    uint8_t *inl = xg2__calloc(n, 1);
+    uint8_t *flat = xg2__calloc(ir->exprs.n ? ir->exprs.n : 1, 1);
+    uint8_t *want = xg2__calloc(n, 1);
+    xg2_dfa *dfa = xg2__calloc(n, sizeof(xg2_dfa));
+    uint32_t *loop_base = xg2__calloc(n ? n : 1, sizeof(uint32_t));
+    g->rules = xg2__calloc(n, sizeof(xg2_rule));
+    if (!inl || !flat || !want || !dfa || !loop_base || !g->rules || !region || !regions.frag || !regions.stamp ||
+        !regions.expansion) { rc = XG2_NOMEM(); goto out; }
+    g->n_rules = n;
+    g->root = ir->root;
+    for (uint32_t r = 0; r < n; r++) g->rules[r].lookahead = -1;
+    regions.flat_repeat = flat;
+    regions.lookup_only = g->piece;
+    if ((rc = decide_inlining(ir, inl, flat, region, use_regions))) goto out;
+    *merged = 0;
+    for (uint32_t r = 0; r < n; r++) *merged |= region[r] != UINT32_MAX;
+    uint64_t total = 0, n_ref = 0;
+    if ((rc = build_reachable(g, inl, &regions, want, dfa, conflict, &total, &n_ref))) goto out;
+    if ((rc = number_loops(g, dfa, want, loop_base))) goto out;
+    if ((rc = allocate_tables(g, dfa, want, n_ref))) goto out;
+    if ((rc = fill_states(g, dfa, want, loop_base))) goto out;
+    if ((rc = build_lookaheads(g, want))) goto out;
+    if ((rc = mark_nullable(g, want))) goto out;
+    if ((rc = compute_follow(g, dfa))) goto out;
+    rc = compute_skeys(g, dfa);
     g->memory_bytes = xg2__grammar_memory(g);
 out:
     if (dfa)
@@ -1269,7 +1301,6 @@ out:
     xg2__free(flat);
     xg2__free(want);
     xg2__free(loop_base);
-    vec_free(&queue);
     return rc;
 }
 
