@@ -325,193 +325,227 @@ static int next_state(nfa_csr *c, subset *x, xg2_u32vec *set, uint32_t *conflict
 
 /* Subset construction.  Returns XG2_ERR_LIMIT (message set) past `limit` states,
  * XG2__LOOP_CONFLICT (out->conflict_expr set) for a loop that must be a rule. */
-int xg2__determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
-    subset x = {0};
-    x.limit = limit;
-    const seqtab *ds = &x.ds;
-    xg2_u32vec set = {0}, boff = {0}, roff = {0}, tags = {0};
-    brvec bedges = {0}, br = {0};
-    revec redges = {0}, re = {0};
-    VEC(uint8_t) final = {0};
-    VEC(uint32_t) bsrc = {0}; /* loop tag of each gathered byte edge's source */
-    xg2_u32vec bstart = {0}, bitems = {0}; /* byte edges bucketed by interval */
-    xg2_loop_info *loops = NULL;
-    int rc = XG2_OK;
-    uint32_t id, conflict = 0;
+/* One subset construction: the DFA it builds (boff/br, roff/re, final, tags,
+ * loops) and its scratch. */
+typedef struct {
+    subset x;
+    xg2_u32vec set, boff, roff, tags;
+    brvec bedges, br;
+    revec redges, re;
+    VEC(uint8_t) final;
+    VEC(uint32_t) bsrc; /* loop tag of each gathered byte edge's source */
+    xg2_u32vec bstart, bitems; /* byte edges bucketed by interval */
+    xg2_loop_info *loops;
+    uint32_t conflict;
+} dbuild;
 
-    if (c->n_loops) {
-        loops = xg2__calloc(c->n_loops, sizeof *loops);
-        if (!loops) goto oom;
-        for (uint32_t k = 0; k < c->n_loops; k++) {
-            loops[k].min = c->loops[k].min;
-            loops[k].max = c->loops[k].max;
-            loops[k].expr = c->loops[k].expr;
+static void dbuild_free(dbuild *b) {
+    seq_free(&b->x.ds);
+    seq_free(&b->x.seeds);
+    vec_free(&b->x.seed_to);
+    vec_free(&b->x.estack);
+    xg2__free(b->x.eseen);
+    xg2__free(b->x.single_to);
+    vec_free(&b->set);
+    vec_free(&b->boff);
+    vec_free(&b->roff);
+    vec_free(&b->tags);
+    vec_free(&b->bedges);
+    vec_free(&b->bsrc);
+    vec_free(&b->bstart);
+    vec_free(&b->bitems);
+    vec_free(&b->br);
+    vec_free(&b->redges);
+    vec_free(&b->re);
+    vec_free(&b->final);
+    xg2__free(b->loops);
+}
+
+/* The edges of the members of b->set: byte edges (with their sources' loop
+ * tags) and rule edges; *fin: a member is the NFA's final state. */
+static int gather_edges(const nfa_csr *c, dbuild *b, uint8_t *fin) {
+    b->bedges.n = b->redges.n = b->bsrc.n = 0;
+    *fin = 0;
+    for (uint32_t k = 0; k < b->set.n; k++) {
+        uint32_t s = b->set.a[k];
+        if (s == c->final) *fin = 1;
+        for (uint32_t j = c->off[s]; j < c->off[s + 1]; j++) {
+            const nedge *e = &c->e[j];
+            if (e->kind == NE_BYTE) {
+                xg2_brange r = {e->a, e->b, e->to};
+                if (vec_push(&b->bedges, r) || vec_push(&b->bsrc, c->tag[s])) return XG2_NOMEM();
+            } else if (e->kind == NE_RULE) {
+                xg2_redge r = {e->a, e->to};
+                if (vec_push(&b->redges, r)) return XG2_NOMEM();
+            }
         }
     }
-    if ((rc = prepare_loops(c, &conflict))) goto out;
-    if (c->n_loops && !(x.eseen = xg2__calloc(c->n, 1))) goto oom;
-    if (!(x.single_to = xg2__calloc(c->n ? c->n : 1, sizeof(uint32_t)))) goto oom;
+    return XG2_OK;
+}
+
+/* DFA state d's byte edges from the gathered ones (tag: d's loop tag): 0..255
+ * split at every range boundary, each interval's targets one successor. */
+static int byte_moves(nfa_csr *c, dbuild *b, uint32_t d, uint32_t tag) {
+    const brvec *be = &b->bedges;
+    uint64_t cut[5] = {0, 0, 0, 0, 0}; /* a bitmap of 0..256 */
+    for (uint32_t k = 0; k < be->n; k++) {
+        uint32_t lo = be->a[k].lo, end = be->a[k].hi + 1;
+        cut[lo >> 6] |= 1ull << (lo & 63);
+        cut[end >> 6] |= 1ull << (end & 63);
+    }
+    /* Distinct boundaries: interval k is [pts[k], pts[k+1]); every edge
+     * starts and ends at boundaries, so edge lo..hi covers intervals
+     * at[lo] .. at[hi + 1] - 1. */
+    uint32_t pts[257], at[257], np = 0;
+    for (uint32_t w = 0; w < 5; w++)
+        for (uint64_t m = cut[w]; m; m &= m - 1) {
+            uint32_t bb = w * 64 + (uint32_t)__builtin_ctzll(m);
+            at[bb] = np;
+            pts[np++] = bb;
+        }
+    /* Bucket the edges by the intervals they cover (one pass per edge, not
+     * one scan of all edges per interval: wide alternations stay linear). */
+    uint32_t nint = np ? np - 1 : 0;
+    if (vec_reserve(&b->bstart, (uint64_t)nint + 1)) return XG2_NOMEM();
+    uint32_t *bstart = b->bstart.a;
+    memset(bstart, 0, sizeof(uint32_t) * (nint + 1));
+    b->bstart.n = nint + 1;
+    uint64_t total = 0;
+    for (uint32_t j = 0; j < be->n; j++) {
+        uint32_t k0 = at[be->a[j].lo], k1 = at[be->a[j].hi + 1] - 1;
+        for (uint32_t k = k0; k <= k1; k++) bstart[k]++;
+        total += k1 - k0 + 1;
+    }
+    if (vec_reserve(&b->bitems, total)) return XG2_NOMEM();
+    for (uint32_t k = 0, acc = 0; k <= nint; k++) {
+        uint32_t c0 = bstart[k];
+        bstart[k] = acc;
+        acc += c0;
+    }
+    for (uint32_t j = 0; j < be->n; j++) { /* ascending j inside each bucket */
+        uint32_t k0 = at[be->a[j].lo], k1 = at[be->a[j].hi + 1] - 1;
+        for (uint32_t k = k0; k <= k1; k++) b->bitems.a[bstart[k]++] = j;
+    }
+    for (uint32_t k = 0, from = 0; k < nint; k++) {
+        uint32_t lo = pts[k], hi = pts[k + 1] - 1, to = bstart[k];
+        uint32_t first_item = from;
+        from = to;
+        b->set.n = 0;
+        int from_loop = 0, from_outside = 0;
+        for (uint32_t q = first_item; q < to; q++) {
+            uint32_t j = b->bitems.a[q];
+            if (vec_push(&b->set, be->a[j].to)) return XG2_NOMEM();
+            if (b->bsrc.a[j]) from_loop = 1; else from_outside = 1;
+        }
+        if (!b->set.n) continue;
+        /* From a loop head a byte either starts an iteration or leaves the loop. */
+        if (tag & 1) {
+            uint32_t k1 = (tag >> 1) - 1;
+            if (from_loop && from_outside) { b->conflict = c->loops[k1].expr; return XG2__LOOP_CONFLICT; }
+            if (from_loop)
+                byteset_add_range(&b->loops[k1].first, lo, hi);
+        }
+        uint32_t id;
+        int rc = next_state(c, &b->x, &b->set, &b->conflict, &id);
+        if (rc) return rc;
+        if (id == UINT32_MAX) return XG2_ERR_LIMIT;
+        brvec *br = &b->br;
+        if (br->n > b->boff.a[d] && br->a[br->n - 1].to == id && br->a[br->n - 1].hi + 1 == lo) {
+            br->a[br->n - 1].hi = hi;
+        } else {
+            xg2_brange r = {lo, hi, id};
+            if (vec_push(br, r)) return XG2_NOMEM();
+        }
+    }
+    return XG2_OK;
+}
+
+/* The current DFA state's rule edges: the gathered ones grouped by rule, each
+ * group's targets one successor. */
+static int rule_moves(nfa_csr *c, dbuild *b) {
+    revec *re = &b->redges;
+    if (re->n > 32) qsort(re->a, re->n, sizeof(xg2_redge), cmp_redge);
+    else for (uint32_t j = 1; j < re->n; j++) { /* insertion sort: qsort allocates */
+        xg2_redge e = re->a[j];
+        uint32_t i = j;
+        for (; i > 0 && (re->a[i - 1].rule > e.rule || (re->a[i - 1].rule == e.rule && re->a[i - 1].to > e.to)); i--)
+            re->a[i] = re->a[i - 1];
+        re->a[i] = e;
+    }
+    for (uint32_t k = 0; k < re->n;) {
+        uint32_t rule = re->a[k].rule, id;
+        b->set.n = 0;
+        for (; k < re->n && re->a[k].rule == rule; k++)
+            if (vec_push(&b->set, re->a[k].to)) return XG2_NOMEM();
+        int rc = next_state(c, &b->x, &b->set, &b->conflict, &id);
+        if (rc) return rc;
+        if (id == UINT32_MAX) return XG2_ERR_LIMIT;
+        xg2_redge r = {rule, id};
+        if (vec_push(&b->re, r)) return XG2_NOMEM();
+    }
+    return XG2_OK;
+}
+
+int xg2__determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
+    dbuild b = {0};
+    b.x.limit = limit;
+    const seqtab *ds = &b.x.ds;
+    int rc = XG2_OK;
+    uint32_t id;
+
+    if (c->n_loops) {
+        b.loops = xg2__calloc(c->n_loops, sizeof *b.loops);
+        if (!b.loops) goto oom;
+        for (uint32_t k = 0; k < c->n_loops; k++) {
+            b.loops[k].min = c->loops[k].min;
+            b.loops[k].max = c->loops[k].max;
+            b.loops[k].expr = c->loops[k].expr;
+        }
+    }
+    if ((rc = prepare_loops(c, &b.conflict))) goto out;
+    if (c->n_loops && !(b.x.eseen = xg2__calloc(c->n, 1))) goto oom;
+    if (!(b.x.single_to = xg2__calloc(c->n ? c->n : 1, sizeof(uint32_t)))) goto oom;
     /* (sized for as many DFA states as the NFA has states: subset construction of a
      * rule mostly stays below that; these are the build's own, freed at its end) */
     uint32_t guess = c->n < 4096 ? c->n : 4096;
-    if (seq_reserve(&x.ds, guess, 2ull * guess) || seq_reserve(&x.seeds, guess, 2ull * guess) ||
-        vec_reserve(&boff, guess + 1ull) || vec_reserve(&roff, guess + 1ull) || vec_reserve(&final, guess) ||
-        vec_reserve(&tags, guess) || vec_reserve(&br, 2ull * guess))
+    if (seq_reserve(&b.x.ds, guess, 2ull * guess) || seq_reserve(&b.x.seeds, guess, 2ull * guess) ||
+        vec_reserve(&b.boff, guess + 1ull) || vec_reserve(&b.roff, guess + 1ull) || vec_reserve(&b.final, guess) ||
+        vec_reserve(&b.tags, guess) || vec_reserve(&b.br, 2ull * guess))
         goto oom;
-    if (vec_push(&set, 0)) goto oom;
-    if ((rc = next_state(c, &x, &set, &conflict, &id))) goto out;
+    if (vec_push(&b.set, 0)) goto oom;
+    if ((rc = next_state(c, &b.x, &b.set, &b.conflict, &id))) goto out;
     for (uint32_t d = 0; d < seq_count(ds); d++) {
         if ((d & 15) == 0 && (rc = xg2__budget_check("determinising rule", c->name))) goto out;
         /* Gather the members' edges.  (Copy the member list: the pool may move.) */
         uint32_t nm = ds->off.a[d + 1] - ds->off.a[d];
-        if (vec_reserve(&set, nm)) goto oom;
-        if (nm) memcpy(set.a, ds->pool.a + ds->off.a[d], sizeof(uint32_t) * nm);
-        set.n = nm;
+        if (vec_reserve(&b.set, nm)) goto oom;
+        if (nm) memcpy(b.set.a, ds->pool.a + ds->off.a[d], sizeof(uint32_t) * nm);
+        b.set.n = nm;
         uint32_t tag;
-        if ((rc = set_tag(c, set.a, set.n, &tag, &conflict))) goto out;
-        bedges.n = redges.n = bsrc.n = 0;
-        uint8_t fin = 0;
-        for (uint32_t k = 0; k < set.n; k++) {
-            uint32_t s = set.a[k];
-            if (s == c->final) fin = 1;
-            for (uint32_t j = c->off[s]; j < c->off[s + 1]; j++) {
-                const nedge *e = &c->e[j];
-                if (e->kind == NE_BYTE) {
-                    xg2_brange r = {e->a, e->b, e->to};
-                    if (vec_push(&bedges, r) || vec_push(&bsrc, c->tag[s])) goto oom;
-                } else if (e->kind == NE_RULE) {
-                    xg2_redge r = {e->a, e->to};
-                    if (vec_push(&redges, r)) goto oom;
-                }
-            }
-        }
-        if ((tag & 1) && redges.n) { conflict = c->loops[(tag >> 1) - 1].expr; rc = XG2__LOOP_CONFLICT; goto out; }
-        if (vec_push(&final, fin) || vec_push(&boff, br.n) || vec_push(&roff, re.n) || vec_push(&tags, tag)) goto oom;
-        /* Byte edges: split 0..255 at every range boundary (a bitmap of 0..256). */
-        uint64_t cut[5] = {0, 0, 0, 0, 0};
-        for (uint32_t k = 0; k < bedges.n; k++) {
-            uint32_t lo = bedges.a[k].lo, end = bedges.a[k].hi + 1;
-            cut[lo >> 6] |= 1ull << (lo & 63);
-            cut[end >> 6] |= 1ull << (end & 63);
-        }
-        /* Distinct boundaries: interval k is [pts[k], pts[k+1]); every edge
-         * starts and ends at boundaries, so edge lo..hi covers intervals
-         * at[lo] .. at[hi + 1] - 1. */
-        uint32_t pts[257], at[257], np = 0;
-        for (uint32_t w = 0; w < 5; w++)
-            for (uint64_t m = cut[w]; m; m &= m - 1) {
-                uint32_t b = w * 64 + (uint32_t)__builtin_ctzll(m);
-                at[b] = np;
-                pts[np++] = b;
-            }
-        /* Bucket the edges by the intervals they cover (one pass per edge, not
-         * one scan of all edges per interval: wide alternations stay linear). */
-        uint32_t nint = np ? np - 1 : 0;
-        if (vec_reserve(&bstart, (uint64_t)nint + 1)) goto oom;
-        memset(bstart.a, 0, sizeof(uint32_t) * (nint + 1));
-        bstart.n = nint + 1;
-        uint64_t total = 0;
-        for (uint32_t j = 0; j < bedges.n; j++) {
-            uint32_t k0 = at[bedges.a[j].lo], k1 = at[bedges.a[j].hi + 1] - 1;
-            for (uint32_t k = k0; k <= k1; k++) bstart.a[k]++;
-            total += k1 - k0 + 1;
-        }
-        if (vec_reserve(&bitems, total)) goto oom;
-        for (uint32_t k = 0, acc = 0; k <= nint; k++) {
-            uint32_t c0 = bstart.a[k];
-            bstart.a[k] = acc;
-            acc += c0;
-        }
-        for (uint32_t j = 0; j < bedges.n; j++) { /* ascending j inside each bucket */
-            uint32_t k0 = at[bedges.a[j].lo], k1 = at[bedges.a[j].hi + 1] - 1;
-            for (uint32_t k = k0; k <= k1; k++) bitems.a[bstart.a[k]++] = j;
-        }
-        for (uint32_t k = 0, from = 0; k < nint; k++) {
-            uint32_t lo = pts[k], hi = pts[k + 1] - 1, to = bstart.a[k];
-            uint32_t first_item = from;
-            from = to;
-            set.n = 0;
-            int from_loop = 0, from_outside = 0;
-            for (uint32_t q = first_item; q < to; q++) {
-                uint32_t j = bitems.a[q];
-                if (vec_push(&set, bedges.a[j].to)) goto oom;
-                if (bsrc.a[j]) from_loop = 1; else from_outside = 1;
-            }
-            if (!set.n) continue;
-            /* From a loop head a byte either starts an iteration or leaves the loop. */
-            if (tag & 1) {
-                uint32_t k1 = (tag >> 1) - 1;
-                if (from_loop && from_outside) { conflict = c->loops[k1].expr; rc = XG2__LOOP_CONFLICT; goto out; }
-                if (from_loop)
-                    byteset_add_range(&loops[k1].first, lo, hi);
-            }
-            if ((rc = next_state(c, &x, &set, &conflict, &id))) goto out;
-            if (id == UINT32_MAX) goto limit;
-            if (br.n > boff.a[d] && br.a[br.n - 1].to == id && br.a[br.n - 1].hi + 1 == lo) {
-                br.a[br.n - 1].hi = hi;
-            } else {
-                xg2_brange r = {lo, hi, id};
-                if (vec_push(&br, r)) goto oom;
-            }
-        }
-        /* Rule edges, grouped by rule. */
-        if (redges.n > 32) qsort(redges.a, redges.n, sizeof(xg2_redge), cmp_redge);
-        else for (uint32_t j = 1; j < redges.n; j++) { /* insertion sort: qsort allocates */
-            xg2_redge e = redges.a[j];
-            uint32_t i = j;
-            for (; i > 0 && (redges.a[i - 1].rule > e.rule ||
-                             (redges.a[i - 1].rule == e.rule && redges.a[i - 1].to > e.to)); i--)
-                redges.a[i] = redges.a[i - 1];
-            redges.a[i] = e;
-        }
-        for (uint32_t k = 0; k < redges.n;) {
-            uint32_t rule = redges.a[k].rule;
-            set.n = 0;
-            for (; k < redges.n && redges.a[k].rule == rule; k++)
-                if (vec_push(&set, redges.a[k].to)) goto oom;
-            if ((rc = next_state(c, &x, &set, &conflict, &id))) goto out;
-            if (id == UINT32_MAX) goto limit;
-            xg2_redge r = {rule, id};
-            if (vec_push(&re, r)) goto oom;
-        }
+        uint8_t fin;
+        if ((rc = set_tag(c, b.set.a, b.set.n, &tag, &b.conflict))) goto out;
+        if ((rc = gather_edges(c, &b, &fin))) goto out;
+        if ((tag & 1) && b.redges.n) { b.conflict = c->loops[(tag >> 1) - 1].expr; rc = XG2__LOOP_CONFLICT; goto out; }
+        if (vec_push(&b.final, fin) || vec_push(&b.boff, b.br.n) || vec_push(&b.roff, b.re.n) || vec_push(&b.tags, tag))
+            goto oom;
+        if ((rc = byte_moves(c, &b, d, tag)) || (rc = rule_moves(c, &b))) goto out;
     }
-    if (vec_push(&boff, br.n) || vec_push(&roff, re.n)) goto oom;
+    if (vec_push(&b.boff, b.br.n) || vec_push(&b.roff, b.re.n)) goto oom;
     out->n = seq_count(ds);
-    out->boff = boff.a; boff.a = NULL;
-    out->br = br.a; br.a = NULL;
-    out->roff = roff.a; roff.a = NULL;
-    out->re = re.a; re.a = NULL;
-    out->final = final.a; final.a = NULL;
-    out->tag = tags.a; tags.a = NULL;
-    out->loops = loops; loops = NULL;
+    out->boff = b.boff.a; b.boff.a = NULL;
+    out->br = b.br.a; b.br.a = NULL;
+    out->roff = b.roff.a; b.roff.a = NULL;
+    out->re = b.re.a; b.re.a = NULL;
+    out->final = b.final.a; b.final.a = NULL;
+    out->tag = b.tags.a; b.tags.a = NULL;
+    out->loops = b.loops; b.loops = NULL;
     out->n_loops = c->n_loops;
-    goto out;
-limit:
-    rc = XG2_ERR_LIMIT;
     goto out;
 oom:
     rc = XG2_NOMEM();
 out:
-    if (rc == XG2__LOOP_CONFLICT) out->conflict_expr = conflict;
-    seq_free(&x.ds);
-    seq_free(&x.seeds);
-    vec_free(&x.seed_to);
-    vec_free(&set);
-    vec_free(&boff);
-    vec_free(&roff);
-    vec_free(&tags);
-    vec_free(&bedges);
-    vec_free(&bsrc);
-    vec_free(&bstart);
-    vec_free(&bitems);
-    vec_free(&br);
-    vec_free(&redges);
-    vec_free(&re);
-    vec_free(&final);
-    vec_free(&x.estack);
-    xg2__free(x.eseen);
-    xg2__free(x.single_to);
-    xg2__free(loops);
+    if (rc == XG2__LOOP_CONFLICT) out->conflict_expr = b.conflict;
+    dbuild_free(&b);
     return rc;
 }
 
