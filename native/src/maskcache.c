@@ -655,21 +655,18 @@ static uint32_t nest_run(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc
     return i;
 }
 
-/* Walk trie t from the item's start configuration; OR accepted tokens into
- * acc, append uncertain ones to unc. */
-static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
+/* Which children of the trie's root a walk may jump over by their first byte:
+ * root_skip (dfa_run steps the root's children from qs[0]; a refused one adds
+ * uncertain tokens only through cand[0] or an end at depth 0) over root_ok, or
+ * nest_skip (nested in a plain callee from its pure start at every child of the
+ * root: the bytes the start steps on or ends the callee on) over nest_ok. */
+static void root_jumps(walker *w) {
     const xg2_grammar *g = w->g;
-    const xg2_trie_node *nodes = t->nodes;
-    uint32_t pushed = 0; /* parser pushes since earley_from */
-    /* dfa_run steps the root's children from qs[0]; a refused one adds
-     * uncertain tokens only through cand[0] or an end at depth 0 */
     w->root_skip = w->earley_from == UINT32_MAX && w->set_from == UINT32_MAX && w->nest_from == UINT32_MAX &&
                    w->nest_base == XG2_NONE && !w->cand[0] && !(w->cand_from <= 1 && w->comp[0]) &&
                    !(g->states[w->qs[0]].flags & SF_REPEAT);
     if (w->root_skip) step_bytes(g, w->qs[0], &w->root_ok);
     for (int k = 0; k < 4 && w->root_skip && w->first_only; k++) w->root_ok.w[k] &= w->first_only->w[k];
-    /* nested in a plain callee from its (pure) start at every child of the root:
-     * the same jumps, over the bytes the start steps on or ends the callee on */
     w->nest_skip = w->nest_base != XG2_NONE && w->nest_rep_base == XG2_NONE && !w->cand[0] &&
                    !(w->cand_from <= 1 && w->comp[0]) && w->qs[0] == g->rules[w->nest_base].start;
     if (w->nest_skip) {
@@ -678,6 +675,102 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             for (int k = 0; k < 4; k++) w->nest_ok.w[k] |= g->follow[w->nest_base].w[k];
         for (int k = 0; k < 4 && w->first_only; k++) w->nest_ok.w[k] &= w->first_only->w[k];
     }
+}
+
+/* Node i (byte c at depth d) of a lone item inside a called rule (nest_from
+ * set): *alive 1 or 0; *skip: the whole subtree is accepted here; or the parser
+ * takes over (nest_from cleared, *alive left as it was). */
+static int nested_node(walker *w, const xg2_trie *t, uint32_t i, uint32_t d, uint8_t c, uint32_t *acc,
+                       uint32_t *pushed, int *alive, int *skip) {
+    const xg2_grammar *g = w->g;
+    const xg2_trie_node *nd = &t->nodes[i];
+    uint32_t q = w->qs[d - 1], s = XG2_NONE, n = 0;
+    int step; /* 1 alive at (s, n), 0 refused, -1 the parser takes over */
+    if (w->nest_rep != XG2_NONE)
+        step = rep_step(w, q, w->cs[d - 1], c, &s, &n);
+    else
+        step = lone_step(w, q, w->cs[d - 1], c, &s, &n);
+    if (step == 0) {
+        *alive = 0;
+    } else if (step == 1) {
+        uint64_t loops = xg2__self_groups(g, &g->states[s]);
+        if (w->nest_rep != XG2_NONE && s == w->rep_start) {
+            /* between iterations: bytes that are whole iterations loop, while the bound is far */
+            int32_t max = g->rules[w->nest_rep].max;
+            loops = max < 0 || (uint64_t)max >= (uint64_t)w->rep_count0 + n + w->rep_far ? w->rep_unit_groups : 0;
+        }
+        if (nd->subtree > 1 && !(t->below[i] & ~loops)) {
+            /* s loops on every byte below: the whole subtree is accepted
+             * (the item is in the parser's set: a handover below would
+             * keep this path alive) */
+            accept_tokens(w->log, acc, t->ids, nd->tok_begin, nd->tok_end);
+            *skip = 1;
+            return XG2_OK;
+        }
+        *alive = 1;
+        w->qs[d] = s;
+        w->cs[d] = n;
+        /* A called rule that ends here may end the root too; but the
+         * next byte is then outside FOLLOW (else the parser takes
+         * over), which contains what may follow the root. */
+        if (w->nest_rep != XG2_NONE)
+            w->comp[d] = (uint8_t)(w->rep_root && s == w->rep_start &&
+                                   (uint64_t)w->rep_count0 + n >= (uint64_t)g->rules[w->nest_rep].min);
+        else
+            w->comp[d] = (uint8_t)(w->nest_root && ends_rule(g, s, n));
+    } else { /* the parser takes over again: give it the bytes stepped so far */
+        for (uint32_t k = w->nest_from + 1; k < d; k++) {
+            int r = xg2__parser_push(w->p, w->path[k]);
+            if (r < 0) return -r;
+            if (!r) return xg2__fail(XG2_ERR_INTERNAL, "nested DFA walk and parser disagree");
+            (*pushed)++;
+            /* the nodes left below depth k go on in the parser (until the
+             * walk is back at depth 1): its word on where the root ended,
+             * not the nested walk's (which counts on handing over) */
+            w->comp[k] = (uint8_t)w->p->root_done;
+        }
+        w->nest_from = UINT32_MAX;
+    }
+    return XG2_OK;
+}
+
+/* Node i where dfa_run stopped: the step lands on a state that calls rules
+ * (beyond what through_tail_calls follows); a tail-call set or the parser goes
+ * on from there.  *skip: a tag begins (see walker.opaque), the subtree decided. */
+static int call_node(walker *w, const xg2_trie *t, uint32_t i, uint32_t d, uint8_t c, uint32_t *acc, i32vec *unc,
+                     uint32_t *pushed, int *alive, int *skip) {
+    const xg2_trie_node *nd = &t->nodes[i];
+    uint32_t s, n;
+    *alive = item_step(w->g, w->qs[d - 1], w->cs[d - 1], c, &s, &n);
+    if (*alive && w->opaque) {
+        accept_tokens(w->log, acc, t->ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
+        for (uint32_t k = (uint32_t)nd->tok_begin + nd->tok_count; k < nd->tok_end; k++)
+            if (vec_push(unc, t->ids[k])) return XG2_NOMEM();
+        *skip = 1;
+        return XG2_OK;
+    }
+    if (!*alive) return XG2_OK;
+    if (set_start(w, d, s, n)) {
+        w->set_from = d;
+        w->set_entry = s;
+        w->set_entry_n = n;
+        *alive = w->set_size[d] > 0;
+    } else {
+        int rc = xg2__parser_reinit_local(w->p, s, 0);
+        if (rc) return rc;
+        w->earley_from = d;
+        *pushed = 0;
+        w->comp[d] = (uint8_t)w->p->root_done;
+    }
+    return XG2_OK;
+}
+
+/* Walk trie t from the item's start configuration; OR accepted tokens into
+ * acc, append uncertain ones to unc. */
+static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
+    const xg2_trie_node *nodes = t->nodes;
+    uint32_t pushed = 0; /* parser pushes since earley_from */
+    root_jumps(w);
     w->at[0] = 0;
     for (uint32_t i = 1; i < t->n_nodes;) {
         /* A parser, nested walk or set ends where the walk is back above the
@@ -746,81 +839,21 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             }
         }
         if (w->nest_from != UINT32_MAX) { /* a lone item inside a called rule */
-            uint32_t q = w->qs[d - 1], s = XG2_NONE, n = 0;
-            int step; /* 1 alive at (s, n), 0 refused, -1 the parser takes over */
-            if (w->nest_rep != XG2_NONE)
-                step = rep_step(w, q, w->cs[d - 1], c, &s, &n);
-            else
-                step = lone_step(w, q, w->cs[d - 1], c, &s, &n);
-            if (step == 0) {
-                alive = 0;
-            } else if (step == 1) {
-                uint64_t loops = xg2__self_groups(g, &g->states[s]);
-                if (w->nest_rep != XG2_NONE && s == w->rep_start) {
-                    /* between iterations: bytes that are whole iterations loop, while the bound is far */
-                    int32_t max = g->rules[w->nest_rep].max;
-                    loops = max < 0 || (uint64_t)max >= (uint64_t)w->rep_count0 + n + w->rep_far ? w->rep_unit_groups : 0;
-                }
-                if (nd->subtree > 1 && !(t->below[i] & ~loops)) {
-                    /* s loops on every byte below: the whole subtree is accepted
-                     * (the item is in the parser's set: a handover below would
-                     * keep this path alive) */
-                    accept_tokens(w->log, acc, t->ids, nd->tok_begin, nd->tok_end);
-                    i += nd->subtree;
-                    continue;
-                }
-                alive = 1;
-                w->qs[d] = s;
-                w->cs[d] = n;
-                /* A called rule that ends here may end the root too; but the
-                 * next byte is then outside FOLLOW (else the parser takes
-                 * over), which contains what may follow the root. */
-                if (w->nest_rep != XG2_NONE)
-                    w->comp[d] = (uint8_t)(w->rep_root && s == w->rep_start &&
-                                           (uint64_t)w->rep_count0 + n >= (uint64_t)g->rules[w->nest_rep].min);
-                else
-                    w->comp[d] = (uint8_t)(w->nest_root && ends_rule(g, s, n));
-            } else { /* the parser takes over again: give it the bytes stepped so far */
-                for (uint32_t k = w->nest_from + 1; k < d; k++) {
-                    int r = xg2__parser_push(w->p, w->path[k]);
-                    if (r < 0) return -r;
-                    if (!r) return xg2__fail(XG2_ERR_INTERNAL, "nested DFA walk and parser disagree");
-                    pushed++;
-                    /* the nodes left below depth k go on in the parser (until the
-                     * walk is back at depth 1): its word on where the root ended,
-                     * not the nested walk's (which counts on handing over) */
-                    w->comp[k] = (uint8_t)w->p->root_done;
-                }
-                w->nest_from = UINT32_MAX;
+            int skip = 0, rc = nested_node(w, t, i, d, c, acc, &pushed, &alive, &skip);
+            if (rc) return rc;
+            if (skip) {
+                i += nd->subtree;
+                continue;
             }
         }
         if (alive >= 0) {
             /* decided above */
         } else if (w->earley_from == UINT32_MAX) {
-            /* where dfa_run stopped: the step lands on a state that calls rules
-             * (beyond what through_tail_calls follows) */
-            uint32_t s, n;
-            alive = item_step(g, w->qs[d - 1], w->cs[d - 1], c, &s, &n);
-            if (alive && w->opaque) { /* a tag begins: see walker.opaque */
-                accept_tokens(w->log, acc, t->ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
-                for (uint32_t k = (uint32_t)nd->tok_begin + nd->tok_count; k < nd->tok_end; k++)
-                    if (vec_push(unc, t->ids[k])) return XG2_NOMEM();
+            int skip = 0, rc = call_node(w, t, i, d, c, acc, unc, &pushed, &alive, &skip);
+            if (rc) return rc;
+            if (skip) {
                 i += nd->subtree;
                 continue;
-            }
-            if (alive) {
-                if (set_start(w, d, s, n)) {
-                    w->set_from = d;
-                    w->set_entry = s;
-                    w->set_entry_n = n;
-                    alive = w->set_size[d] > 0;
-                } else {
-                    int rc = xg2__parser_reinit_local(w->p, s, 0);
-                    if (rc) return rc;
-                    w->earley_from = d;
-                    pushed = 0;
-                    w->comp[d] = (uint8_t)w->p->root_done;
-                }
             }
         } else {
             int r = xg2__parser_push(w->p, c);
