@@ -170,6 +170,31 @@ def negate(conv: _Converter, s, path) -> list:
         return [True]
 
 
+class _Complement:
+    """The parts of one schema's complement (their union is everything the schema
+    refuses), gathered keyword by keyword, and the keywords handled so far."""
+
+    def __init__(self, conv: _Converter, s: dict) -> None:
+        self.conv = conv
+        self.s = s
+        self.alts: list = []
+        self.handled = set(ANNOTATIONS) | {k for k in s if k.startswith("x-")}
+        self.ts = set(_ALL_TYPES)  # the types the schema's "type" allows
+
+    def keep(self, d) -> None:
+        self.conv.keep.append(d)
+        self.alts.append(d)
+
+    def scoped(self, kind: str, d: dict) -> None:
+        """d applies to instances of `kind` that also pass `type`."""
+        base = set(_TYPE_MAP[kind]) & self.ts
+        if not base:
+            return
+        d = dict(d)
+        d["$xg:types"] = sorted(base)
+        self.keep(d)
+
+
 def _negate(conv: _Converter, s, path) -> list:
     if s is True:
         return []
@@ -181,41 +206,37 @@ def _negate(conv: _Converter, s, path) -> list:
         return conv.negations[id(s)]
     out: list = []
     conv.negations[id(s)] = out  # recursion guard (filled below)
-    T = _TYPE_MAP
-    alts = []
-    keys = set(s)
-    handled = set(ANNOTATIONS) | {k for k in keys if k.startswith("x-")}
+    n = _Complement(conv, s)
+    _negate_types_and_values(n)
+    _negate_counts_and_strings(n)
+    _negate_members(n)
+    _negate_applicators(n, path)
+    unknown = sorted(k for k in set(s) - n.handled if k in KNOWN)
+    if unknown:
+        raise _Unsupported(f'cannot negate "{unknown[0]}"')
+    out.extend(n.alts)
+    return out
 
-    def keep(d):
-        conv.keep.append(d)
-        alts.append(d)
 
+def _negate_types_and_values(n: _Complement) -> None:
+    """type, enum/const, numeric bounds and multipleOf; oneOf (none of its
+    branches, or two at once)."""
+    s, handled = n.s, n.handled
     if "type" in s:
         ts = set()
         for x in (s["type"] if isinstance(s["type"], list) else [s["type"]]):
-            ts |= T.get(x, set())
+            ts |= _TYPE_MAP.get(x, set())
         if s.get("nullable") is True:
             ts.add("null")
         rest = _ALL_TYPES - ts
         if rest:
-            keep({"$xg:types": sorted(rest)})
+            n.keep({"$xg:types": sorted(rest)})
         handled.add("type")
-    else:
-        ts = set(_ALL_TYPES)
-
-    def scoped(kind, d):
-        """d applies to instances of `kind` that also pass `type`."""
-        base = set(T[kind]) & ts
-        if not base:
-            return
-        d = dict(d)
-        d["$xg:types"] = sorted(base)
-        keep(d)
-
+        n.ts = ts
     for k in ("enum", "const"):
         if k in s:
             vals = [s["const"]] if k == "const" else s["enum"]
-            keep({"$xg:notEnum": vals})
+            n.keep({"$xg:notEnum": vals})
             handled.add(k)
     for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         if k in s:
@@ -225,78 +246,89 @@ def _negate(conv: _Converter, s, path) -> list:
                 continue
             if k == "minimum":
                 excl = s.get("exclusiveMinimum") is True
-                scoped("number", {"maximum" if excl else "exclusiveMaximum": v})
+                n.scoped("number", {"maximum" if excl else "exclusiveMaximum": v})
             elif k == "maximum":
                 excl = s.get("exclusiveMaximum") is True
-                scoped("number", {"minimum" if excl else "exclusiveMinimum": v})
+                n.scoped("number", {"minimum" if excl else "exclusiveMinimum": v})
             elif k == "exclusiveMinimum":
-                scoped("number", {"maximum": v})
+                n.scoped("number", {"maximum": v})
             else:
-                scoped("number", {"minimum": v})
+                n.scoped("number", {"minimum": v})
             handled.add(k)
     if "multipleOf" in s:
-        scoped("number", {"$xg:notMultipleOf": s["multipleOf"]})
+        n.scoped("number", {"$xg:notMultipleOf": s["multipleOf"]})
         handled.add("multipleOf")
     if "oneOf" in s and isinstance(s["oneOf"], list):
         subs = s["oneOf"]
-        keep({"allOf": [{"not": sub} for sub in subs]})
+        n.keep({"allOf": [{"not": sub} for sub in subs]})
         for i in range(len(subs)):
             for j in range(i + 1, len(subs)):
-                keep({"allOf": [subs[i], subs[j]]})
+                n.keep({"allOf": [subs[i], subs[j]]})
         handled.add("oneOf")
+
+
+def _negate_counts_and_strings(n: _Complement) -> None:
+    """String lengths, pattern and format; item and property counts; required."""
+    s, handled = n.s, n.handled
     if "minLength" in s:
         if s["minLength"] > 0:
-            scoped("string", {"maxLength": s["minLength"] - 1})
+            n.scoped("string", {"maxLength": s["minLength"] - 1})
         handled.add("minLength")
     if "maxLength" in s:
-        scoped("string", {"minLength": s["maxLength"] + 1})
+        n.scoped("string", {"minLength": s["maxLength"] + 1})
         handled.add("maxLength")
     if "pattern" in s:
-        scoped("string", {"$xg:notPattern": s["pattern"]})
+        n.scoped("string", {"$xg:notPattern": s["pattern"]})
         handled.add("pattern")
     if "format" in s:
         if s["format"] in F.FORMAT_PATTERNS:
-            scoped("string", {"$xg:notFormat": s["format"]})
+            n.scoped("string", {"$xg:notFormat": s["format"]})
         handled.add("format")
     if "minItems" in s:
         if s["minItems"] > 0:
-            scoped("array", {"maxItems": s["minItems"] - 1})
+            n.scoped("array", {"maxItems": s["minItems"] - 1})
         handled.add("minItems")
     if "maxItems" in s:
-        scoped("array", {"minItems": s["maxItems"] + 1})
+        n.scoped("array", {"minItems": s["maxItems"] + 1})
         handled.add("maxItems")
     if "minProperties" in s:
         if s["minProperties"] > 0:
-            scoped("object", {"maxProperties": s["minProperties"] - 1})
+            n.scoped("object", {"maxProperties": s["minProperties"] - 1})
         handled.add("minProperties")
     if "maxProperties" in s:
-        scoped("object", {"minProperties": s["maxProperties"] + 1})
+        n.scoped("object", {"minProperties": s["maxProperties"] + 1})
         handled.add("maxProperties")
     if "required" in s:
         for r in s["required"]:
-            scoped("object", {"properties": {r: False}})
+            n.scoped("object", {"properties": {r: False}})
         handled.add("required")
+
+
+def _negate_members(n: _Complement) -> None:
+    """properties, items, prefixItems and contains (one member that breaks its
+    schema), and additional / unevaluated members refused (one member)."""
+    s, handled = n.s, n.handled
     if "properties" in s and not any(k in s for k in ("additionalProperties", "patternProperties", "unevaluatedProperties")):
         for name, sub in s["properties"].items():
-            scoped("object", {"required": [name], "properties": {name: {"not": sub}}})
+            n.scoped("object", {"required": [name], "properties": {name: {"not": sub}}})
         handled.add("properties")
     if "items" in s and "prefixItems" not in s and isinstance(s["items"], (dict, bool)) and "unevaluatedItems" not in s:
         if s["items"] is not True:
-            scoped("array", {"contains": {"not": s["items"]}, "items": True})
+            n.scoped("array", {"contains": {"not": s["items"]}, "items": True})
         handled.add("items")
     if "prefixItems" in s and "items" not in s and "unevaluatedItems" not in s and isinstance(s["prefixItems"], list):
         for j, sub in enumerate(s["prefixItems"]):
             if sub is not True:
-                scoped("array", {"prefixItems": [True] * j + [{"not": sub}], "minItems": j + 1, "items": True})
+                n.scoped("array", {"prefixItems": [True] * j + [{"not": sub}], "minItems": j + 1, "items": True})
         handled.add("prefixItems")
     if "contains" in s and not any(k in s for k in ("minContains", "maxContains")):
-        scoped("array", {"items": {"not": s["contains"]}})
+        n.scoped("array", {"items": {"not": s["contains"]}})
         handled.add("contains")
     for k in ("additionalProperties", "unevaluatedProperties"):
         if s.get(k) is False and not any(x in s for x in (
                 "properties", "patternProperties", "allOf", "anyOf", "oneOf", "$ref", "if", "dependentSchemas",
                 "$dynamicRef", "additionalProperties" if k == "unevaluatedProperties" else "-")):
-            scoped("object", {"minProperties": 1})
+            n.scoped("object", {"minProperties": 1})
             handled.add(k)
         elif s.get(k) is True:
             handled.add(k)
@@ -304,29 +336,33 @@ def _negate(conv: _Converter, s, path) -> list:
         if s.get(k) is False and not any(x in s for x in (
                 "prefixItems", "allOf", "anyOf", "oneOf", "$ref", "if", "contains", "$dynamicRef",
                 "items" if k == "unevaluatedItems" else "-")):
-            scoped("array", {"minItems": 1})
+            n.scoped("array", {"minItems": 1})
             handled.add(k)
         elif s.get(k) is True:
             handled.add(k)
+
+
+def _negate_applicators(n: _Complement, path) -> None:
+    """not, anyOf, allOf, $ref, if/then/else; uniqueItems has no complement here."""
+    s, handled = n.s, n.handled
     if "not" in s:
-        alts.append(s["not"])
+        n.alts.append(s["not"])
         handled.add("not")
     if "anyOf" in s:
-        d = {"allOf": [{"not": sub} for sub in s["anyOf"]]}
-        keep(d)
+        n.keep({"allOf": [{"not": sub} for sub in s["anyOf"]]})
         handled.add("anyOf")
     if "allOf" in s:
         for sub in s["allOf"]:
-            keep({"not": sub})
+            n.keep({"not": sub})
         handled.add("allOf")
     if "$ref" in s:
-        tgt, _ = conv.resolve_ref(s["$ref"], s, path)
-        keep({"not": tgt})
+        tgt, _ = n.conv.resolve_ref(s["$ref"], s, path)
+        n.keep({"not": tgt})
         handled.add("$ref")
     if "if" in s:
         then, els = s.get("then", True), s.get("else", True)
-        keep({"allOf": [s["if"], {"not": then}]})
-        keep({"allOf": [{"not": s["if"]}, {"not": els}]})
+        n.keep({"allOf": [s["if"], {"not": then}]})
+        n.keep({"allOf": [{"not": s["if"]}, {"not": els}]})
         handled |= {"if", "then", "else"}
     elif "then" in s or "else" in s:
         handled |= {"then", "else"}
@@ -334,8 +370,3 @@ def _negate(conv: _Converter, s, path) -> list:
         if s["uniqueItems"] is True:
             raise _Unsupported("the complement of uniqueItems is not supported")
         handled.add("uniqueItems")
-    unknown = sorted(k for k in keys - handled if k in KNOWN)
-    if unknown:
-        raise _Unsupported(f'cannot negate "{unknown[0]}"')
-    out.extend(alts)
-    return out
