@@ -270,13 +270,7 @@ def _negate_types_and_values(n: _Complement) -> None:
 def _negate_counts_and_strings(n: _Complement) -> None:
     """String lengths, pattern and format; item and property counts; required."""
     s, handled = n.s, n.handled
-    if "minLength" in s:
-        if s["minLength"] > 0:
-            n.scoped("string", {"maxLength": s["minLength"] - 1})
-        handled.add("minLength")
-    if "maxLength" in s:
-        n.scoped("string", {"minLength": s["maxLength"] + 1})
-        handled.add("maxLength")
+    _negate_count(n, "string", "minLength", "maxLength")
     if "pattern" in s:
         n.scoped("string", {"$xg:notPattern": s["pattern"]})
         handled.add("pattern")
@@ -284,24 +278,25 @@ def _negate_counts_and_strings(n: _Complement) -> None:
         if s["format"] in F.FORMAT_PATTERNS:
             n.scoped("string", {"$xg:notFormat": s["format"]})
         handled.add("format")
-    if "minItems" in s:
-        if s["minItems"] > 0:
-            n.scoped("array", {"maxItems": s["minItems"] - 1})
-        handled.add("minItems")
-    if "maxItems" in s:
-        n.scoped("array", {"minItems": s["maxItems"] + 1})
-        handled.add("maxItems")
-    if "minProperties" in s:
-        if s["minProperties"] > 0:
-            n.scoped("object", {"maxProperties": s["minProperties"] - 1})
-        handled.add("minProperties")
-    if "maxProperties" in s:
-        n.scoped("object", {"minProperties": s["maxProperties"] + 1})
-        handled.add("maxProperties")
+    _negate_count(n, "array", "minItems", "maxItems")
+    _negate_count(n, "object", "minProperties", "maxProperties")
     if "required" in s:
         for r in s["required"]:
             n.scoped("object", {"properties": {r: False}})
         handled.add("required")
+
+
+def _negate_count(n: _Complement, kind: str, lo_kw: str, hi_kw: str) -> None:
+    """A count's bounds (lo_kw at least, hi_kw at most, of `kind` values): one
+    below the least, one above the most."""
+    s = n.s
+    if lo_kw in s:
+        if s[lo_kw] > 0:
+            n.scoped(kind, {hi_kw: s[lo_kw] - 1})
+        n.handled.add(lo_kw)
+    if hi_kw in s:
+        n.scoped(kind, {lo_kw: s[hi_kw] + 1})
+        n.handled.add(hi_kw)
 
 
 def _negate_members(n: _Complement) -> None:
