@@ -1,8 +1,9 @@
 """What the JSON Schema converter's modules share: the keywords it knows, grouped
 by the kind of value they constrain, its limits, the value helpers (a JSON value's
-type, equality as ``jsonschema`` compares), and the small EBNF writers (sequences,
-alternatives, repetitions, the whitespace layout).  Plain data and functions, no
-converter state."""
+type, equality as ``jsonschema`` compares), reference URIs and JSON pointers, rule
+names, and the small EBNF writers (sequences, alternatives, repetitions, the
+whitespace layout; the rule names a body mentions, read by the core).  Plain data
+and functions, no converter state."""
 from __future__ import annotations
 
 import math
