@@ -323,8 +323,6 @@ static int next_state(nfa_csr *c, subset *x, xg2_u32vec *set, uint32_t *conflict
     return vec_push(&x->seed_to, *id) ? XG2_NOMEM() : XG2_OK;
 }
 
-/* Subset construction.  Returns XG2_ERR_LIMIT (message set) past `limit` states,
- * XG2__LOOP_CONFLICT (out->conflict_expr set) for a loop that must be a rule. */
 /* One subset construction: the DFA it builds (boff/br, roff/re, final, tags,
  * loops) and its scratch. */
 typedef struct {
@@ -486,6 +484,8 @@ static int rule_moves(nfa_csr *c, dbuild *b) {
     return XG2_OK;
 }
 
+/* Subset construction.  Returns XG2_ERR_LIMIT (message set) past `limit` states,
+ * XG2__LOOP_CONFLICT (out->conflict_expr set) for a loop that must be a rule. */
 int xg2__determinize(nfa_csr *c, uint32_t limit, xg2_dfa *out) {
     dbuild b = {0};
     b.x.limit = limit;

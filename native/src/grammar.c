@@ -1004,10 +1004,10 @@ size_t xg2__grammar_memory(const xg2_grammar *g) {
 /* Link with right-linear regions merged (use_regions; *merged: some region
  * was) or each rule on its own. */
 /* Build the automaton of every rule the root can still reach (want[r] set for
- * each), in breadth-first order; *total_states and *n_ref: their states and rule
- * edges (a counted repetition: one state). */
+ * each), in breadth-first order, within XG2_MAX_TOTAL_STATES states in all (a
+ * counted repetition: one); *n_ref: their rule edges. */
 static int build_reachable(xg2_grammar *g, const uint8_t *inl, xg2_regions *regions, uint8_t *want, xg2_dfa *dfa,
-                           uint32_t *conflict, uint64_t *total_states, uint64_t *n_ref) {
+                           uint32_t *conflict, uint64_t *n_ref) {
     const xg2_ir *ir = &g->ir;
     const uint32_t *region = regions->region;
     xg2_u32vec queue = {0};
@@ -1021,7 +1021,6 @@ static int build_reachable(xg2_grammar *g, const uint8_t *inl, xg2_regions *regi
         const xg2_rule_ir *ru = &ir->rules.a[r];
         xg2_rule *rt = &g->rules[r];
         rt->kind = ru->kind;
-        rt->lookahead = -1;
         rt->dispatch = ru->kind == RK_FSM && ir->exprs.a[ru->body].kind == XE_DISPATCH;
         rt->max_tokens = ru->max_tokens;
         rt->max_chars = ru->max_chars;
@@ -1078,7 +1077,6 @@ static int build_reachable(xg2_grammar *g, const uint8_t *inl, xg2_regions *regi
     if (total > XG2_MAX_TOTAL_STATES)
         rc = xg2__fail(XG2_ERR_LIMIT, "the grammar needs %llu automaton states (limit %d)",
                        (unsigned long long)total, XG2_MAX_TOTAL_STATES);
-    *total_states = total;
     *n_ref = refs;
 out:
     vec_free(&queue);
@@ -1279,8 +1277,8 @@ static int link_grammar(xg2_grammar *g, uint32_t *conflict, int use_regions, int
     if ((rc = decide_inlining(ir, inl, flat, region, use_regions))) goto out;
     *merged = 0;
     for (uint32_t r = 0; r < n; r++) *merged |= region[r] != UINT32_MAX;
-    uint64_t total = 0, n_ref = 0;
-    if ((rc = build_reachable(g, inl, &regions, want, dfa, conflict, &total, &n_ref))) goto out;
+    uint64_t n_ref = 0;
+    if ((rc = build_reachable(g, inl, &regions, want, dfa, conflict, &n_ref))) goto out;
     if ((rc = number_loops(g, dfa, want, loop_base))) goto out;
     if ((rc = allocate_tables(g, dfa, want, n_ref))) goto out;
     if ((rc = fill_states(g, dfa, want, loop_base))) goto out;

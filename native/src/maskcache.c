@@ -677,13 +677,15 @@ static void root_jumps(walker *w) {
     }
 }
 
-/* Node i (byte c at depth d) of a lone item inside a called rule (nest_from
- * set): *alive 1 or 0; *skip: the whole subtree is accepted here; or the parser
- * takes over (nest_from cleared, *alive left as it was). */
-static int nested_node(walker *w, const xg2_trie *t, uint32_t i, uint32_t d, uint8_t c, uint32_t *acc,
-                       uint32_t *pushed, int *alive, int *skip) {
+/* Node i of a lone item inside a called rule (nest_from set): *alive 1 or 0;
+ * *skip: the whole subtree is accepted here; or the parser takes over
+ * (nest_from cleared, *alive left as it was). */
+static int nested_node(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc, uint32_t *pushed, int *alive,
+                       int *skip) {
     const xg2_grammar *g = w->g;
     const xg2_trie_node *nd = &t->nodes[i];
+    uint32_t d = nd->depth;
+    uint8_t c = nd->byte;
     uint32_t q = w->qs[d - 1], s = XG2_NONE, n = 0;
     int step; /* 1 alive at (s, n), 0 refused, -1 the parser takes over */
     if (w->nest_rep != XG2_NONE)
@@ -737,11 +739,12 @@ static int nested_node(walker *w, const xg2_trie *t, uint32_t i, uint32_t d, uin
 /* Node i where dfa_run stopped: the step lands on a state that calls rules
  * (beyond what through_tail_calls follows); a tail-call set or the parser goes
  * on from there.  *skip: a tag begins (see walker.opaque), the subtree decided. */
-static int call_node(walker *w, const xg2_trie *t, uint32_t i, uint32_t d, uint8_t c, uint32_t *acc, i32vec *unc,
-                     uint32_t *pushed, int *alive, int *skip) {
+static int call_node(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc, i32vec *unc, uint32_t *pushed,
+                     int *alive, int *skip) {
     const xg2_trie_node *nd = &t->nodes[i];
+    uint32_t d = nd->depth;
     uint32_t s, n;
-    *alive = item_step(w->g, w->qs[d - 1], w->cs[d - 1], c, &s, &n);
+    *alive = item_step(w->g, w->qs[d - 1], w->cs[d - 1], nd->byte, &s, &n);
     if (*alive && w->opaque) {
         accept_tokens(w->log, acc, t->ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
         for (uint32_t k = (uint32_t)nd->tok_begin + nd->tok_count; k < nd->tok_end; k++)
@@ -839,7 +842,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             }
         }
         if (w->nest_from != UINT32_MAX) { /* a lone item inside a called rule */
-            int skip = 0, rc = nested_node(w, t, i, d, c, acc, &pushed, &alive, &skip);
+            int skip = 0, rc = nested_node(w, t, i, acc, &pushed, &alive, &skip);
             if (rc) return rc;
             if (skip) {
                 i += nd->subtree;
@@ -849,7 +852,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
         if (alive >= 0) {
             /* decided above */
         } else if (w->earley_from == UINT32_MAX) {
-            int skip = 0, rc = call_node(w, t, i, d, c, acc, unc, &pushed, &alive, &skip);
+            int skip = 0, rc = call_node(w, t, i, acc, unc, &pushed, &alive, &skip);
             if (rc) return rc;
             if (skip) {
                 i += nd->subtree;
