@@ -110,8 +110,8 @@ from . import json_schema_regex as R
 from .json_schema_common import (
     MAX_SCHEMA_DEPTH, _ALL_TYPES, _CONTAINER_KW, _DEFAULT_BASE, _DEFER_DEPTH, _ENUM_ONLY_KW,
     _LEGACY_ASSERTIONS, _Layout, _MAX_ALTERNATIVES, _MISSING, _NOEVAL, _NUM_KW, _TYPE_MAP, _alt,
-    _child, _finite_number, _inert, _json_equal, _json_type, _lcm_frac, _length_string, _name_base,
-    _nonneg_int, _plain_value, _ptr_join, _rule_refs, _seq, _split_ref, _urljoin,
+    _child, _count_bounds, _finite_number, _inert, _json_equal, _json_type, _lcm_frac, _length_string,
+    _name_base, _plain_value, _ptr_join, _rule_refs, _seq, _split_ref, _urljoin,
 )
 
 __all__ = ["json_schema_to_ebnf"]
@@ -915,11 +915,7 @@ class _Converter:
         irs = []  # (ir, keyword, path)
         negs = []  # (ir, keyword, path)
         for s, path, skip in parts:
-            if "minLength" in s:
-                min_len = max(min_len, _nonneg_int(self, s["minLength"], "minLength", path))
-            if "maxLength" in s:
-                v = _nonneg_int(self, s["maxLength"], "maxLength", path)
-                max_len = v if max_len is None else min(max_len, v)
+            min_len, max_len = _count_bounds(self, s, "minLength", "maxLength", path, min_len, max_len)
             if "pattern" in s:
                 p = _ptr_join(path, "pattern")
                 try:

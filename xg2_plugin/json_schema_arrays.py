@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 from . import json_schema_negation as NEG
 from . import json_schema_objects as OBJ
 from .json_schema_common import (
-    _ARR_STRICT_KW, _NOEVAL, _alt, _nonneg_int, _ptr_join, _rep, _seq, _strict_applies,
+    _ARR_STRICT_KW, _NOEVAL, _alt, _count_bounds, _nonneg_int, _ptr_join, _rep, _seq, _strict_applies,
 )
 
 if TYPE_CHECKING:
@@ -35,11 +35,7 @@ def array(conv: _Converter, parts, d: int, hint: str) -> Optional[str]:
         per.append(([(sub, _ptr_join(ipath, j)) for j, sub in enumerate(pi)], rest_s))
         if "unevaluatedItems" in s:
             unevals.append((s["unevaluatedItems"], _ptr_join(path, "unevaluatedItems"), frozenset()))
-        if "minItems" in s:
-            min_i = max(min_i, _nonneg_int(conv, s["minItems"], "minItems", path))
-        if "maxItems" in s:
-            v = _nonneg_int(conv, s["maxItems"], "maxItems", path)
-            max_i = v if max_i is None else min(max_i, v)
+        min_i, max_i = _count_bounds(conv, s, "minItems", "maxItems", path, min_i, max_i)
         if "contains" in s:
             lo = s.get("minContains", 1)
             hi = s.get("maxContains")

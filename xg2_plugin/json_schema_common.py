@@ -3,7 +3,8 @@ by the kind of value they constrain, its limits, the value helpers (a JSON value
 type, equality as ``jsonschema`` compares), reference URIs and JSON pointers, rule
 names, and the small EBNF writers (sequences, alternatives, repetitions, the
 whitespace layout; the rule names a body mentions, read by the core).  Plain data
-and functions, no converter state."""
+and functions, no converter state (the keyword checks report through the converter
+they are given)."""
 from __future__ import annotations
 
 import math
@@ -350,6 +351,18 @@ def _nonneg_int(conv, v, kw, path) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (isinstance(v, float) and not v.is_integer()):
         conv.bad(kw, path, "must be a non-negative integer")
     return int(v)
+
+
+def _count_bounds(conv, s: dict, lo_kw: str, hi_kw: str, path: str, lo: int,
+                  hi: Optional[int]) -> Tuple[int, Optional[int]]:
+    """lo..hi (hi None: no maximum) narrowed by the schema's count keywords lo_kw and
+    hi_kw (minLength/maxLength, minItems/maxItems, minProperties/maxProperties)."""
+    if lo_kw in s:
+        lo = max(lo, _nonneg_int(conv, s[lo_kw], lo_kw, path))
+    if hi_kw in s:
+        v = _nonneg_int(conv, s[hi_kw], hi_kw, path)
+        hi = v if hi is None else min(hi, v)
+    return lo, hi
 
 
 def _finite_number(conv, v, kw, path) -> None:

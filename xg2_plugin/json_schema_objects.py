@@ -15,7 +15,7 @@ from . import json_schema_regex as R
 from .json_schema_common import (
     ANNOTATIONS, KNOWN, _ARR_KW, _BARE_NAME, _MAX_SUBSET_PROPS, _NAMED_CHAIN_MIN, _NUM_KW, _OBJ_KW,
     _OBJ_STRICT_KW, _PATTERN_KEYS_MAX_STATES, _SHARED_SET_MAX_COPIES, _SHARED_SET_MIN_CHARS,
-    _SHARED_VALUE_CHARS, _TYPE_MAP, _alt, _child, _nonneg_int, _ptr_join, _rep, _rule_refs, _seq,
+    _SHARED_VALUE_CHARS, _TYPE_MAP, _alt, _child, _count_bounds, _ptr_join, _rep, _rule_refs, _seq,
     _strict_applies, _under,
 )
 
@@ -49,11 +49,7 @@ def obj(conv: _Converter, parts, d: int, hint: str) -> Optional[str]:
         if not isinstance(req, list):
             conv.bad("required", path, "must be an array")
         required |= set(req)
-        if "minProperties" in s:
-            min_p = max(min_p, _nonneg_int(conv, s["minProperties"], "minProperties", path))
-        if "maxProperties" in s:
-            v = _nonneg_int(conv, s["maxProperties"], "maxProperties", path)
-            max_p = v if max_p is None else min(max_p, v)
+        min_p, max_p = _count_bounds(conv, s, "minProperties", "maxProperties", path, min_p, max_p)
         if "propertyNames" in s:
             name_parts.append((s["propertyNames"], _ptr_join(path, "propertyNames"), frozenset()))
         if any(k in s for k in ("additionalProperties", "unevaluatedProperties", "patternProperties")):

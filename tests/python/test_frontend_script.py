@@ -19,11 +19,15 @@ SCHEMAS = {
 }
 
 
-def test_frontend_script_converts_every_schema_and_counts_refusals(tmp_path):
+def run_script(folder, *args):
     for name, schema in SCHEMAS.items():
-        (tmp_path / name).write_text(json.dumps({"description": name, "schema": schema, "tests": []}))
-    out = subprocess.run([sys.executable, SCRIPT, "--data", str(tmp_path), "--passes", "1"],
-                         capture_output=True, text=True, timeout=300)
+        (folder / name).write_text(json.dumps({"description": name, "schema": schema, "tests": []}))
+    return subprocess.run([sys.executable, SCRIPT, "--data", str(folder), "--passes", "1", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_frontend_script_converts_every_schema_and_counts_refusals(tmp_path):
+    out = run_script(tmp_path)
     assert out.returncode == 0, out.stderr
     line = out.stdout.strip()
     assert "over 3 schemas (1 refused)" in line, line
@@ -31,9 +35,6 @@ def test_frontend_script_converts_every_schema_and_counts_refusals(tmp_path):
 
 
 def test_frontend_script_limit_takes_the_first_files_by_name(tmp_path):
-    for name, schema in SCHEMAS.items():
-        (tmp_path / name).write_text(json.dumps({"description": name, "schema": schema, "tests": []}))
-    out = subprocess.run([sys.executable, SCRIPT, "--data", str(tmp_path), "--limit", "2", "--passes", "1"],
-                         capture_output=True, text=True, timeout=300)
+    out = run_script(tmp_path, "--limit", "2")
     assert out.returncode == 0, out.stderr
     assert "over 2 schemas (0 refused)" in out.stdout, out.stdout
