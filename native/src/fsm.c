@@ -87,13 +87,30 @@ static void add_edge(nfa_builder *b, int kind, uint32_t from, uint32_t to, uint3
 typedef struct {
     nfa_builder *b;
     uint32_t from, to;
+    uint32_t tail[4]; /* tail[k]: k more bytes 80-BF, then `to` (0: not made yet) */
 } seq_ctx;
+
+/* The state from which k continuation bytes (80-BF each) lead to c->to, shared
+ * by the class's sequences: a class of many ranges past ASCII (JSON string
+ * characters) is about half the states and edges it is with a chain per
+ * sequence, and determinises to the same automaton. */
+static uint32_t continuation(seq_ctx *c, int k) {
+    if (!k) return c->to;
+    if (!c->tail[k]) {
+        uint32_t next = continuation(c, k - 1);
+        c->tail[k] = new_state(c->b);
+        add_edge(c->b, NE_BYTE, c->tail[k], next, 0x80, 0xBF);
+    }
+    return c->tail[k];
+}
 
 static int emit_seq(void *vctx, const uint8_t *seq, int n) {
     seq_ctx *c = vctx;
-    uint32_t s = c->from;
-    for (int i = 0; i < n; i++) {
-        uint32_t t = i == n - 1 ? c->to : new_state(c->b);
+    int k = 0; /* trailing full continuation ranges (never the lead byte) */
+    while (k < n - 1 && seq[2 * (n - 1 - k)] == 0x80 && seq[2 * (n - 1 - k) + 1] == 0xBF) k++;
+    uint32_t s = c->from, last = continuation(c, k);
+    for (int i = 0; i < n - k; i++) {
+        uint32_t t = i == n - k - 1 ? last : new_state(c->b);
         add_edge(c->b, NE_BYTE, s, t, seq[2 * i], seq[2 * i + 1]);
         s = t;
     }
@@ -374,7 +391,7 @@ static void build(nfa_builder *b, uint32_t id, uint32_t from, uint32_t to, uint3
     }
     case XE_CLASS: {
         if ((b->rc = xg2__class_ranges(ir, &ir->exprs.a[id], &b->ranges))) return;
-        seq_ctx c = {b, from, to};
+        seq_ctx c = {b, from, to, {0, 0, 0, 0}};
         for (uint32_t i = 0; i + 1 < b->ranges.n && !b->rc; i += 2)
             xg2__utf8_sequences(b->ranges.a[i], b->ranges.a[i + 1], emit_seq, &c);
         return;
