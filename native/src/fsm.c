@@ -585,6 +585,9 @@ int xg2__fsm_build(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rule, 
     uint32_t *block = NULL;
     xg2_u32vec key = {0}, slots = {0};
     memset(out, 0, sizeof *out);
+    /* (room for a typical rule's NFA from the start: grown by doubling from
+     * nothing, these were ~80 reallocations a build) */
+    if (vec_reserve(&b.e, 1024) || vec_reserve(&b.tag, 512)) b.rc = XG2_NOMEM(); /* (reported after build) */
     uint32_t start = new_state(&b), final = new_state(&b);
     (void)start;
     if (b.regions) b.regions->build_serial++;

@@ -364,17 +364,20 @@ static void dbuild_free(dbuild *b) {
 static int gather_edges(const nfa_csr *c, dbuild *b, uint8_t *fin) {
     b->bedges.n = b->redges.n = b->bsrc.n = 0;
     *fin = 0;
+    uint64_t total = 0; /* (room for all of them first: one capacity check, not three per edge) */
+    for (uint32_t k = 0; k < b->set.n; k++) total += c->off[b->set.a[k] + 1] - c->off[b->set.a[k]];
+    if (vec_reserve(&b->bedges, total) || vec_reserve(&b->bsrc, total) || vec_reserve(&b->redges, total))
+        return XG2_NOMEM();
     for (uint32_t k = 0; k < b->set.n; k++) {
         uint32_t s = b->set.a[k];
         if (s == c->final) *fin = 1;
         for (uint32_t j = c->off[s]; j < c->off[s + 1]; j++) {
             const nedge *e = &c->e[j];
             if (e->kind == NE_BYTE) {
-                xg2_brange r = {e->a, e->b, e->to};
-                if (vec_push(&b->bedges, r) || vec_push(&b->bsrc, c->tag[s])) return XG2_NOMEM();
+                b->bedges.a[b->bedges.n++] = (xg2_brange){e->a, e->b, e->to};
+                b->bsrc.a[b->bsrc.n++] = c->tag[s];
             } else if (e->kind == NE_RULE) {
-                xg2_redge r = {e->a, e->to};
-                if (vec_push(&b->redges, r)) return XG2_NOMEM();
+                b->redges.a[b->redges.n++] = (xg2_redge){e->a, e->to};
             }
         }
     }
@@ -598,19 +601,28 @@ static uint32_t target_class(const sig_ctx *x, uint32_t t) {
 
 static int signature(const sig_ctx *x, uint32_t s, uint32_t head, xg2_u32vec *sig) {
     const xg2_dfa *d = x->d;
-    sig->n = 0;
-    if (vec_push(sig, head) || vec_push(sig, d->tag ? d->tag[s] : 0)) return 1;
-    uint32_t mark = sig->n;
+    uint32_t nb = d->boff[s + 1] - d->boff[s], nr = d->roff[s + 1] - d->roff[s];
+    if (vec_reserve(sig, 3ull + 3ull * nb + 2ull * nr)) return 1; /* (then plain stores) */
+    uint32_t *a = sig->a, n = 0;
+    a[n++] = head;
+    a[n++] = d->tag ? d->tag[s] : 0;
+    uint32_t mark = n;
     for (uint32_t j = d->boff[s]; j < d->boff[s + 1]; j++) {
         uint32_t tc = target_class(x, d->br[j].to);
-        if (sig->n > mark && sig->a[sig->n - 1] == tc && sig->a[sig->n - 2] + 1 == d->br[j].lo)
-            sig->a[sig->n - 2] = d->br[j].hi;
-        else if (vec_push(sig, d->br[j].lo) || vec_push(sig, d->br[j].hi) || vec_push(sig, tc))
-            return 1;
+        if (n > mark && a[n - 1] == tc && a[n - 2] + 1 == d->br[j].lo) {
+            a[n - 2] = d->br[j].hi;
+        } else {
+            a[n++] = d->br[j].lo;
+            a[n++] = d->br[j].hi;
+            a[n++] = tc;
+        }
     }
-    if (vec_push(sig, UINT32_MAX)) return 1;
-    for (uint32_t j = d->roff[s]; j < d->roff[s + 1]; j++)
-        if (vec_push(sig, d->re[j].rule) || vec_push(sig, target_class(x, d->re[j].to))) return 1;
+    a[n++] = UINT32_MAX;
+    for (uint32_t j = d->roff[s]; j < d->roff[s + 1]; j++) {
+        a[n++] = d->re[j].rule;
+        a[n++] = target_class(x, d->re[j].to);
+    }
+    sig->n = n;
     return 0;
 }
 
