@@ -840,10 +840,11 @@ int xg2__minimize(const xg2_dfa *d, const char *name, uint32_t *block, uint32_t 
     uint32_t *local = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
     uint32_t *order = xg2__malloc(sizeof(uint32_t) * (n ? n : 1));
     uint32_t *start = xg2__calloc((size_t)n + 2, sizeof(uint32_t));
+    uint32_t *rep = xg2__malloc(sizeof(uint32_t) * (n ? n : 1)); /* a member of each class of a cycle */
     xg2_u32vec sig = {0};
     seqtab global = {0}, loc = {0};
     refiner r = {0};
-    if (!comp || !local || !order || !start) { rc = XG2_NOMEM(); goto out; }
+    if (!comp || !local || !order || !start || !rep) { rc = XG2_NOMEM(); goto out; }
     /* (a signature a state: its header and about two edges of three words; see seq_reserve) */
     if ((rc = seq_reserve(&global, n, 8ull * n)) || vec_reserve(&sig, 64)) goto out;
     if ((rc = xg2__dfa_scc(d, comp, &nc))) goto out;
@@ -891,11 +892,24 @@ int xg2__minimize(const xg2_dfa *d, const char *name, uint32_t *block, uint32_t 
             uint32_t s = mem[i];
             block[s] = next_block + local[s];
         }
-        /* Keep the global table's ids in step: add placeholder records. */
+        /* Keep the global table's ids in step, a record per class: its signature
+         * over final ids, so that a state outside the cycle that behaves like
+         * one of its classes (a character's last byte before a loop, the same
+         * byte inside it) joins that class; a placeholder where the signature
+         * is there already. */
+        if (m > 1) {
+            for (uint32_t k = 0; k < count; k++) rep[k] = UINT32_MAX;
+            for (uint32_t i = 0; i < m; i++)
+                if (rep[local[mem[i]]] == UINT32_MAX) rep[local[mem[i]]] = mem[i];
+        }
+        x.cur = UINT32_MAX;
         for (uint32_t k = 0; k < count; k++) {
-            sig.n = 0;
-            uint32_t id;
-            if (vec_push(&sig, 0xFFFFFFFEu) || vec_push(&sig, next_block + k)) { rc = XG2_NOMEM(); goto out; }
+            uint32_t id, h, s = m > 1 ? rep[k] : mem[0];
+            if (signature(&x, s, d->final[s], &sig)) { rc = XG2_NOMEM(); goto out; }
+            if (seq_find(&global, sig.a, sig.n, &h) != UINT32_MAX) {
+                sig.n = 0;
+                if (vec_push(&sig, 0xFFFFFFFEu) || vec_push(&sig, next_block + k)) { rc = XG2_NOMEM(); goto out; }
+            }
             if ((rc = seq_intern(&global, sig.a, sig.n, &id))) goto out;
         }
         next_block += count;
@@ -906,6 +920,7 @@ out:
     xg2__free(local);
     xg2__free(order);
     xg2__free(start);
+    xg2__free(rep);
     vec_free(&sig);
     seq_free(&global);
     seq_free(&loc);
