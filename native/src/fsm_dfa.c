@@ -830,9 +830,11 @@ static void refiner_free(refiner *r) {
 }
 
 /* Minimisation by components, sinks first: a state outside any cycle gets its
- * class from its signature over final classes in one step; the states of a
- * cycle are refined among themselves (refine()).  Linear on the long chains that
- * literals produce; states of different cycles are not merged. */
+ * class from its signature over final classes in one step (a class of a cycle
+ * done before, or an earlier such state, with the same signature, or a new
+ * one); the states of a cycle are refined among themselves (refine()).  Linear
+ * on the long chains that literals produce; states of two different cycles are
+ * not merged. */
 int xg2__minimize(const xg2_dfa *d, const char *name, uint32_t *block, uint32_t *n_blocks) {
     uint32_t n = d->n, nc = 0;
     int rc = XG2_OK;
