@@ -384,6 +384,22 @@ static int gather_edges(const nfa_csr *c, dbuild *b, uint8_t *fin) {
     return XG2_OK;
 }
 
+/* DFA state d's move on bytes lo..hi to the successor of the seeds in b->set,
+ * merged into its last byte edge where that one ends at lo - 1 on the same. */
+static int add_move(nfa_csr *c, dbuild *b, uint32_t d, uint32_t lo, uint32_t hi) {
+    uint32_t id;
+    int rc = next_state(c, &b->x, &b->set, &b->conflict, &id);
+    if (rc) return rc;
+    if (id == UINT32_MAX) return XG2_ERR_LIMIT;
+    brvec *br = &b->br;
+    if (br->n > b->boff.a[d] && br->a[br->n - 1].to == id && br->a[br->n - 1].hi + 1 == lo) {
+        br->a[br->n - 1].hi = hi;
+        return XG2_OK;
+    }
+    xg2_brange r = {lo, hi, id};
+    return vec_push(br, r) ? XG2_NOMEM() : XG2_OK;
+}
+
 /* DFA state d's byte edges from the gathered ones (tag: d's loop tag): 0..255
  * split at every range boundary, each interval's targets one successor. */
 static int byte_moves(nfa_csr *c, dbuild *b, uint32_t d, uint32_t tag) {
@@ -446,17 +462,8 @@ static int byte_moves(nfa_csr *c, dbuild *b, uint32_t d, uint32_t tag) {
             if (from_loop)
                 byteset_add_range(&b->loops[k1].first, lo, hi);
         }
-        uint32_t id;
-        int rc = next_state(c, &b->x, &b->set, &b->conflict, &id);
+        int rc = add_move(c, b, d, lo, hi);
         if (rc) return rc;
-        if (id == UINT32_MAX) return XG2_ERR_LIMIT;
-        brvec *br = &b->br;
-        if (br->n > b->boff.a[d] && br->a[br->n - 1].to == id && br->a[br->n - 1].hi + 1 == lo) {
-            br->a[br->n - 1].hi = hi;
-        } else {
-            xg2_brange r = {lo, hi, id};
-            if (vec_push(br, r)) return XG2_NOMEM();
-        }
     }
     return XG2_OK;
 }
@@ -473,19 +480,10 @@ static int direct_moves(nfa_csr *c, dbuild *b, uint32_t d, int *done) {
         if (be->a[k].lo <= be->a[k - 1].hi) return XG2_OK;
     *done = 1;
     for (uint32_t k = 0; k < be->n; k++) {
-        uint32_t lo = be->a[k].lo, hi = be->a[k].hi, id;
         b->set.n = 0;
         if (vec_push(&b->set, be->a[k].to)) return XG2_NOMEM();
-        int rc = next_state(c, &b->x, &b->set, &b->conflict, &id);
+        int rc = add_move(c, b, d, be->a[k].lo, be->a[k].hi);
         if (rc) return rc;
-        if (id == UINT32_MAX) return XG2_ERR_LIMIT;
-        brvec *br = &b->br;
-        if (br->n > b->boff.a[d] && br->a[br->n - 1].to == id && br->a[br->n - 1].hi + 1 == lo) {
-            br->a[br->n - 1].hi = hi;
-        } else {
-            xg2_brange r = {lo, hi, id};
-            if (vec_push(br, r)) return XG2_NOMEM();
-        }
     }
     return XG2_OK;
 }
