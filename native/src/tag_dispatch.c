@@ -74,8 +74,14 @@ static const char *show(const uint8_t *s, uint32_t n, char *buf, size_t cap) {
     return buf;
 }
 
+/* The row of state s (NULL when empty: with no trigger there are no rows at
+ * all, and NULL plus an offset, even 0, is undefined). */
+static const ac_entry *row_of(const ac *a, uint32_t s) {
+    return a->row_n[s] ? a->rows.a + a->row_off[s] : NULL;
+}
+
 static uint32_t delta(const ac *a, uint32_t s, uint32_t c) {
-    const ac_entry *r = a->rows.a + a->row_off[s];
+    const ac_entry *r = row_of(a, s);
     uint32_t lo = 0, hi = a->row_n[s];
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
@@ -267,7 +273,7 @@ static int state_edges(const ac *a, const xg2_ir *ir, const xg2_expr *e, uint32_
     if (a->tnode[u] == NONE && !a->committed[u]) { /* free text */
         *final = 1;
         uint32_t next = 0;
-        const ac_entry *row = a->rows.a + a->row_off[u];
+        const ac_entry *row = row_of(a, u);
         for (uint32_t i = 0; i < a->row_n[u]; i++) {
             if (row[i].byte > next && push_range(br, first, next, row[i].byte - 1, 0)) return 1;
             if (!a->dead[row[i].to] && push_range(br, first, row[i].byte, row[i].byte, row[i].to)) return 1;
