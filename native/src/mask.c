@@ -81,10 +81,14 @@ static int lone_verdict(xg2_parser *p, uint32_t q, const uint8_t *b, uint32_t fr
  * can take there (a superset) are read once and the others refused unpushed.
  * Where a single item can take the next byte, in a plain state (back in a
  * TagDispatch's free text after a tag's last byte), tokens are stepped in its
- * automaton without pushes while that decides them (lone_verdict). */
+ * automaton without pushes while that decides them (lone_verdict).  text_off:
+ * the entry's copy of the tokens' bytes (pool.h, unc_off), or NULL to read them
+ * from the vocabulary. */
 #define RESOLVE_FAILS_BEFORE_NEXT 8
 #define RESOLVE_LONE_MIN_TOKENS 64
-static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint32_t n, uint32_t *row) {
+static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint32_t n, const uint32_t *text_off,
+                   uint32_t *row) {
+    const uint8_t *text = text_off ? (const uint8_t *)(text_off + n + 1) : NULL;
     const xg2_grammar *g = p->g;
     uint32_t depth = 0, dead_at = UINT32_MAX, prev_len = 0;
     uint32_t next_depth = UINT32_MAX, fails_depth = UINT32_MAX, fails = 0; /* (valid while that depth's prefix is) */
@@ -97,8 +101,8 @@ static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint3
     for (uint32_t k = 0; k < n; k++) {
         uint32_t t = (uint32_t)toks[k];
         if ((row[t >> 5] >> (t & 31)) & 1) continue;
-        const uint8_t *b = (const uint8_t *)v->bytes + v->off[t];
-        uint32_t len = v->off[t + 1] - v->off[t];
+        const uint8_t *b = text ? text + text_off[k] : (const uint8_t *)v->bytes + v->off[t];
+        uint32_t len = text ? text_off[k + 1] - text_off[k] : v->off[t + 1] - v->off[t];
         uint32_t lcp = 0, m = prev_len < len ? prev_len : len;
         while (lcp < m && prev[lcp] == b[lcp]) lcp++;
         if (dead_at < lcp) continue; /* shares a prefix the parser already refused */
@@ -316,9 +320,9 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
     }
     /* Uncertain tokens: ask the live parser, in byte order. */
     if (n_unc_entries == 1) {
-        rc = resolve(p, v, with_unc->unc, with_unc->n_unc, row);
+        rc = resolve(p, v, with_unc->unc, with_unc->n_unc, with_unc->unc_off, row);
     } else if (n_unc_entries > 1) {
-        if (!(rc = xg2__vocab_sort_unique_ids(v, merged.a, &merged.n))) rc = resolve(p, v, merged.a, merged.n, row);
+        if (!(rc = xg2__vocab_sort_unique_ids(v, merged.a, &merged.n))) rc = resolve(p, v, merged.a, merged.n, NULL, row);
     }
 out:
     if (memo) {

@@ -1460,13 +1460,11 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
         e->bytes = sizeof(uint32_t) * words;
     }
 uncertain:
-    if (ws->unc.n) {
-        e->unc = xg2__malloc(sizeof(int32_t) * ws->unc.n);
-        if (!e->unc) { xg2__mask_entry_free(e); return XG2_NOMEM(); }
-        memcpy(e->unc, ws->unc.a, sizeof(int32_t) * ws->unc.n);
-        e->n_unc = ws->unc.n;
+    if ((rc = xg2__mask_entry_set_unc(e, ws->unc.a, ws->unc.n, v->bytes, v->off))) {
+        xg2__mask_entry_free(e);
+        return rc;
     }
-    e->bytes += sizeof *e + sizeof(int32_t) * e->n_unc;
+    e->bytes += sizeof *e;
     *out = e;
     return XG2_OK;
 drop_parser: /* after a failure the scratch parser may be half-built: rebuild next time */

@@ -8,7 +8,36 @@ void xg2__mask_entry_free(xg2_mask_entry *e) {
     xg2__free(e->bits);
     xg2__free(e->acc);
     xg2__free(e->unc);
+    xg2__free(e->unc_off);
     xg2__free(e);
+}
+
+int xg2__mask_entry_set_unc(xg2_mask_entry *e, const int32_t *ids, uint32_t n, const char *bytes,
+                            const uint32_t *off) {
+    if (!n) return XG2_OK;
+    if (!(e->unc = xg2__malloc(sizeof(int32_t) * n))) return XG2_NOMEM();
+    memcpy(e->unc, ids, sizeof(int32_t) * n);
+    e->n_unc = n;
+    e->bytes += sizeof(int32_t) * n;
+    if (n < XG2_UNC_TEXT_MIN) return XG2_OK;
+    uint64_t len = 0;
+    for (uint32_t k = 0; k < n; k++) len += off[ids[k] + 1] - off[ids[k]];
+    if (len > UINT32_MAX) return XG2_OK; /* (no such vocabulary; then read in place) */
+    size_t size = sizeof(uint32_t) * ((size_t)n + 1) + (size_t)len;
+    uint32_t *o = xg2__malloc(size);
+    if (!o) return XG2_NOMEM();
+    uint8_t *text = (uint8_t *)(o + n + 1);
+    uint32_t at = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t from = off[ids[k]], l = off[ids[k] + 1] - from;
+        o[k] = at;
+        memcpy(text + at, bytes + from, l);
+        at += l;
+    }
+    o[n] = at;
+    e->unc_off = o;
+    e->bytes += size;
+    return XG2_OK;
 }
 
 void xg2__pool_release(xg2_mask_entry *e) {

@@ -26,6 +26,11 @@ struct xg2_mask_entry {
     uint32_t n_acc;
     int32_t *unc;   /* uncertain token ids in byte order */
     uint32_t n_unc;
+    /* For many uncertain tokens (XG2_UNC_TEXT_MIN): their bytes, in the same
+     * order, one after another -- unc_off[k] .. unc_off[k + 1] into the bytes
+     * that follow unc_off[n_unc] -- else NULL.  A fill reads them in one pass
+     * instead of scattered over the vocabulary (cold in a serving loop). */
+    uint32_t *unc_off;
     size_t bytes;   /* memory held */
     /* pool bookkeeping */
     int refs;                    /* the pool's reference + fills using it */
@@ -61,6 +66,15 @@ XG2_HIDDEN xg2_mask_entry *xg2__pool_insert(xg2_pool *p, xg2_mask_entry *e);
 
 /* Drop a reference obtained from find/insert. */
 XG2_HIDDEN void xg2__pool_release(xg2_mask_entry *e);
+
+#define XG2_UNC_TEXT_MIN 32
+
+/* Sets e's uncertain tokens (ids[0 .. n), copied) and, from XG2_UNC_TEXT_MIN
+ * on, their bytes (bytes + off[id] .. off[id + 1]: the vocabulary's); counts
+ * what it holds in e->bytes.  XG2_OK or an error (e unchanged but for what it
+ * set, freed by xg2__mask_entry_free). */
+XG2_HIDDEN int xg2__mask_entry_set_unc(xg2_mask_entry *e, const int32_t *ids, uint32_t n, const char *bytes,
+                                       const uint32_t *off);
 
 XG2_HIDDEN void xg2__pool_set_limit(xg2_pool *p, size_t limit);
 XG2_HIDDEN void xg2__pool_clear(xg2_pool *p);
