@@ -88,7 +88,9 @@ static int lone_verdict(xg2_parser *p, uint32_t q, const uint8_t *b, uint32_t fr
 #define RESOLVE_LONE_MIN_TOKENS 64
 static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint32_t n, const uint32_t *text_off,
                    uint32_t *row) {
-    const uint8_t *text = text_off ? (const uint8_t *)(text_off + n + 1) : NULL;
+    /* token k's bytes: bytes + offs[at], at = k in the entry's copy, the id in the vocabulary */
+    const uint8_t *bytes = text_off ? (const uint8_t *)(text_off + n + 1) : (const uint8_t *)v->bytes;
+    const uint32_t *offs = text_off ? text_off : v->off;
     const xg2_grammar *g = p->g;
     uint32_t depth = 0, dead_at = UINT32_MAX, prev_len = 0;
     uint32_t next_depth = UINT32_MAX, fails_depth = UINT32_MAX, fails = 0; /* (valid while that depth's prefix is) */
@@ -101,8 +103,9 @@ static int resolve(xg2_parser *p, const xg2_vocab *v, const int32_t *toks, uint3
     for (uint32_t k = 0; k < n; k++) {
         uint32_t t = (uint32_t)toks[k];
         if ((row[t >> 5] >> (t & 31)) & 1) continue;
-        const uint8_t *b = text ? text + text_off[k] : (const uint8_t *)v->bytes + v->off[t];
-        uint32_t len = text ? text_off[k + 1] - text_off[k] : v->off[t + 1] - v->off[t];
+        uint32_t at = text_off ? k : t;
+        const uint8_t *b = bytes + offs[at];
+        uint32_t len = offs[at + 1] - offs[at];
         uint32_t lcp = 0, m = prev_len < len ? prev_len : len;
         while (lcp < m && prev[lcp] == b[lcp]) lcp++;
         if (dead_at < lcp) continue; /* shares a prefix the parser already refused */

