@@ -15,6 +15,7 @@
 #include "grammar.h"
 
 #include "fsm.h"
+#include "literal_fans.h"
 
 XG2_HIDDEN int xg2__ebnf_parse(xg2_ir *ir, const char *text, size_t len, const char *root);
 
@@ -864,6 +865,7 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
             g->skey_tab[rt->keys_at - 1 + i][1] = xg2__mix64(k[1], i);
         }
     }
+    if (!rc) rc = xg2__fans_build(g, dfa, tag_rule);
 out:
     scc_work_free(&scc);
     xg2__free(tag_rule);
@@ -993,7 +995,8 @@ static int stand_in_dfa(const xg2_grammar *piece, xg2_dfa *d) {
 /* Bytes a linked grammar holds (tables, IR, memos). */
 size_t xg2__grammar_memory(const xg2_grammar *g) {
     const xg2_ir *ir = &g->ir;
-    return sizeof *g + sizeof(xg2_loop) * g->n_loops + 8u * g->n_group_tab + 16u * g->n_skey_tab + (g->rest ? 8u * g->n_states : 0) +
+    return sizeof *g + sizeof(xg2_loop) * g->n_loops + 8u * g->n_group_tab + 16u * g->n_skey_tab +
+           sizeof(xg2_fan) * g->n_fan + sizeof(xg2_fan_lit) * g->n_fan_lits + g->n_fan_text + (g->rest ? 8u * g->n_states : 0) +
            (g->head_groups ? 8u * g->n_states : 0) +
            sizeof(xg2_rule) * g->n_rules + sizeof(xg2_state) * g->n_states + sizeof(uint32_t) * g->n_trans +
            (256u + sizeof(xg2_byteset)) * g->n_classmaps + 1u * g->n_states +
@@ -1319,6 +1322,9 @@ static void unlink_grammar(xg2_grammar *g) {
     xg2__free(g->la_start);
     xg2__free(g->follow);
     xg2__free(g->skey_tab);
+    xg2__free(g->fans);
+    xg2__free(g->fan_lits);
+    xg2__free(g->fan_text);
     xg2__free(g->loops);
     xg2__free(g->rest);
     xg2_ir ir = g->ir;

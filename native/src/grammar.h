@@ -20,8 +20,19 @@
 #define XG2_NONE 0xFFFFFFFFu
 
 /* SF_TOKEN: the start of a Token / ExcludeToken rule, left on a whole token
- * (token_edges.c); its state + 1 is the rule's final state. */
-enum { SF_FINAL = 1, SF_BYTES = 2, SF_REFS = 4, SF_REPEAT = 8, SF_TOKEN = 16 };
+ * (token_edges.c); its state + 1 is the rule's final state.  SF_FAN: a state
+ * masked by its literals (literal_fans.h). */
+enum { SF_FINAL = 1, SF_BYTES = 2, SF_REFS = 4, SF_REPEAT = 8, SF_TOKEN = 16, SF_FAN = 32 };
+
+/* Literal fans (literal_fans.h).  A literal: bytes fan_text[text .. text + len),
+ * from the fan it was recorded at.  A fan: state `state`'s literals are
+ * fan_lits[lo .. hi), each less its first `skip` bytes. */
+typedef struct {
+    uint32_t text, len;
+} xg2_fan_lit;
+typedef struct {
+    uint32_t state, lo, hi, skip;
+} xg2_fan;
 
 typedef struct {
     int32_t min, max;   /* iterations; max < 0: unbounded */
@@ -103,6 +114,11 @@ struct xg2_grammar {
      * 16 bytes a rule instead of 16 a state). */
     uint64_t (*skey_tab)[2];
     uint32_t n_skey_tab;
+    /* Fans (literal_fans.h), by state ascending, their literals and bytes. */
+    xg2_fan *fans;
+    xg2_fan_lit *fan_lits;
+    uint8_t *fan_text;
+    uint32_t n_fan, n_fan_lits, n_fan_text;
     xg2_loop *loops; /* loops[id - 1] */
     uint32_t n_loops;
     uint32_t *rest;  /* states of Length loops: rest[2s], rest[2s + 1] = fewest and most units

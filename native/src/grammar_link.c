@@ -78,6 +78,24 @@ static uint32_t shared_map(xg2_grammar *m, uint32_t *tab, uint32_t cap, const xg
     return k;
 }
 
+/* The linking grammar's fans (literal_fans.h), their states renumbered (smap
+ * keeps the order: it only closes the stand-ins' gaps). */
+static int copy_fans(const xg2_grammar *b, const uint32_t *smap, xg2_grammar *m) {
+    if (!b->n_fan) return XG2_OK;
+    m->fans = xg2__malloc(sizeof(xg2_fan) * b->n_fan);
+    m->fan_lits = xg2__malloc(sizeof(xg2_fan_lit) * b->n_fan_lits);
+    m->fan_text = xg2__malloc(b->n_fan_text ? b->n_fan_text : 1);
+    if (!m->fans || !m->fan_lits || !m->fan_text) return XG2_NOMEM();
+    for (uint32_t k = 0; k < b->n_fan; k++) {
+        m->fans[k] = b->fans[k];
+        m->fans[k].state = smap[b->fans[k].state];
+    }
+    copy(m->fan_lits, b->fan_lits, sizeof(xg2_fan_lit) * b->n_fan_lits);
+    copy(m->fan_text, b->fan_text, b->n_fan_text);
+    m->n_fan = b->n_fan, m->n_fan_lits = b->n_fan_lits, m->n_fan_text = b->n_fan_text;
+    return XG2_OK;
+}
+
 static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, const char *const *prefixes,
                  piece_base *pb, xg2_grammar *m) {
     uint32_t *smap = xg2__malloc(sizeof(uint32_t) * (b->n_states ? b->n_states : 1));
@@ -169,6 +187,7 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
     copy(m->la_start, b->la_start, sizeof(uint32_t) * b->n_la);
     m->token_kinds = b->token_kinds;
     m->has_budgets = b->has_budgets;
+    if ((rc = copy_fans(b, smap, m))) goto out;
 
     /* Each piece, moved. */
     for (uint32_t i = 0; i < n && !rc; i++) {
@@ -197,6 +216,7 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
             st.rule = o->rmap[st.rule];
             st.ref_off += o->refs;
             if (st.loop) st.loop = (((st.loop >> 1) + o->loops) << 1) | (st.loop & 1);
+            st.flags &= (uint8_t)~SF_FAN; /* (a piece's fans are not copied: none has a TagDispatch) */
             m->states[o->states + s] = st;
         }
         if (p->head_groups) copy(m->head_groups + o->states, p->head_groups, sizeof(uint64_t) * p->n_states);

@@ -14,6 +14,8 @@
  */
 #include "mask.h"
 
+#include "literal_fans.h"
+
 int xg2__mask_walk(xg2_parser *p, const xg2_vocab *v, uint32_t *row) {
     const xg2_trie_node *nodes = v->trie.nodes;
     const int32_t *ids = v->trie.ids;
@@ -242,6 +244,61 @@ static int key_set_add(key_set *ks, const held_entry *held, uint32_t n, uint64_t
     return 0;
 }
 
+/* The entries a fill holds, each key once. */
+typedef struct {
+    held_entry small[8], *a;
+    uint32_t n, cap;
+    key_set seen;
+} held_set;
+
+/* A slot for key (k1, k2): *h = &hs->a[hs->n] (owned 0, entry unset; the caller
+ * fills it and counts it, hs->n++), or NULL if the key is held already.  XG2_OK
+ * or XG2_ERR_NOMEM. */
+static int held_slot(held_set *hs, uint64_t k1, uint64_t k2, held_entry **h) {
+    *h = NULL;
+    int dup = key_set_add(&hs->seen, hs->a, hs->n, k1, k2);
+    if (dup < 0) return XG2_NOMEM();
+    if (dup) return XG2_OK;
+    if (hs->n == hs->cap) {
+        held_entry *bigger = xg2__malloc(sizeof(*bigger) * hs->cap * 2);
+        if (!bigger) return XG2_NOMEM();
+        memcpy(bigger, hs->a, sizeof(*bigger) * hs->n);
+        if (hs->a != hs->small) xg2__free(hs->a);
+        hs->a = bigger;
+        hs->cap *= 2;
+    }
+    *h = &hs->a[hs->n];
+    (*h)->owned = 0;
+    (*h)->e = NULL;
+    return XG2_OK;
+}
+
+/* A fan state's key and the run of held entries that are its literals'. */
+typedef struct {
+    uint64_t k1, k2;
+    uint32_t first, end;
+} fan_union;
+
+/* Hold the entries of fan k's literals (each key once). */
+static int hold_literals(held_set *hs, const xg2_grammar *g, const xg2_vocab *v, uint32_t k, int64_t *work) {
+    for (uint32_t l = g->fans[k].lo; l < g->fans[k].hi; l++) {
+        if (--*work < 0) return xg2__work_fail();
+        xg2_mask_entry *e;
+        int rc = xg2__fan_entry_get(g, v, k, l, work, &e);
+        if (rc) return rc;
+        held_entry *h;
+        if ((rc = held_slot(hs, e->k1, e->k2, &h)) || !h) {
+            xg2__pool_release(e);
+            if (rc) return rc;
+            continue;
+        }
+        h->e = e;
+        h->owned = 1;
+        hs->n++;
+    }
+    return XG2_OK;
+}
+
 int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_memo *memo) {
     const xg2_grammar *g = p->g;
     uint32_t k = p->ns - 1;
@@ -255,12 +312,15 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
     }
     /* Gather the kernel items' entries (few: usually one), each key once: many
      * items of one structure (a cycle of left-recursive rules puts one per rule
-     * in the set) share an entry, whose tokens need merging only once. */
-    held_entry small[8], *held = small;
-    uint32_t n_ent = 0, cap_ent = 8;
+     * in the set) share an entry, whose tokens need merging only once.  An item
+     * at a fan state (literal_fans.h) brings one entry per literal instead. */
+    held_set hs = {.cap = 8};
+    hs.a = hs.small;
     int rc = XG2_OK;
-    VEC(int32_t) merged = {0};
-    key_set seen = {0};
+    VEC(int32_t) merged = {0}, uni = {0}; /* (uni: a fan's union, below) */
+    int fans = g->n_fan && !g->has_budgets; /* (a budget counts bytes inside the rule) */
+    uint32_t n_unions = 0;
+    fan_union one_union = {0};
     for (uint32_t i = begin; i < end; i++) {
         xg2_item it = p->items.a[i];
         if (it.origin >= k && !(k == 0 && i == begin)) continue; /* a prediction */
@@ -269,26 +329,34 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
         if (--p->work_left < 0) { rc = xg2__work_fail(); goto out; } /* a kernel item looked at */
         uint64_t k1, k2;
         xg2__mask_key(g, v, &it, &k1, &k2);
-        int dup = key_set_add(&seen, held, n_ent, k1, k2);
-        if (dup < 0) { rc = XG2_NOMEM(); goto out; }
-        if (dup) continue;
-        if (n_ent == cap_ent) {
-            held_entry *bigger = xg2__malloc(sizeof(*bigger) * cap_ent * 2);
-            if (!bigger) { rc = XG2_NOMEM(); goto out; }
-            memcpy(bigger, held, sizeof(*bigger) * n_ent);
-            if (held != small) xg2__free(held);
-            held = bigger;
-            cap_ent *= 2;
+        uint32_t fan = fans ? xg2__fan_of(g, it.state) : XG2_NONE;
+        if (fan != XG2_NONE && !memo_find(memo, k1, k2)) {
+            /* its own entry if cached (the union from before), else its literals' */
+            xg2_mask_entry *e = xg2__pool_find((xg2_pool *)&v->pool, k1, k2);
+            if (!e) {
+                if (!n_unions++) one_union = (fan_union){k1, k2, hs.n, 0};
+                if ((rc = hold_literals(&hs, g, v, fan, &p->work_left))) goto out;
+                one_union.end = hs.n;
+                continue;
+            }
+            held_entry *h;
+            if ((rc = held_slot(&hs, k1, k2, &h)) || !h) { xg2__pool_release(e); if (rc) goto out; continue; }
+            h->e = e;
+            h->owned = 1;
+            hs.n++;
+            continue;
         }
-        held_entry *h = &held[n_ent];
-        if ((h->e = memo_find(memo, k1, k2))) {
-            h->owned = 0;
-        } else {
+        held_entry *h;
+        if ((rc = held_slot(&hs, k1, k2, &h))) goto out;
+        if (!h) continue;
+        if (!(h->e = memo_find(memo, k1, k2))) {
             if ((rc = xg2__mask_entry_get(g, v, &it, k1, k2, &p->work_left, &h->e))) goto out;
             h->owned = 1;
         }
-        n_ent++;
+        hs.n++;
     }
+    held_entry *held = hs.a;
+    uint32_t n_ent = hs.n;
     /* Accepted tokens: copy the first bitset, OR the others, then set listed ids. */
     int wrote = 0;
     for (uint32_t j = 0; j < n_ent; j++) {
@@ -299,12 +367,21 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
         wrote = 1;
     }
     if (!wrote) memset(row, 0, words * sizeof(uint32_t));
+    /* A fan's union, when it is all the fill holds, is kept for the next time:
+     * its accepted tokens as they are first set (so once each). */
+    int keep_union = n_unions == 1 && one_union.first == 0 && one_union.end == n_ent && !wrote;
+    if (keep_union) {
+        uint64_t most = 0;
+        for (uint32_t j = 0; j < n_ent; j++) most += held[j].e->n_acc;
+        keep_union = !vec_reserve(&uni, most ? most : 1);
+    }
     const xg2_mask_entry *with_unc = NULL;
     int n_unc_entries = 0;
     for (uint32_t j = 0; j < n_ent; j++) {
         const xg2_mask_entry *e = held[j].e;
         for (uint32_t x = 0; x < e->n_acc; x++) {
             uint32_t t = (uint32_t)e->acc[x];
+            if (keep_union && !((row[t >> 5] >> (t & 31)) & 1)) uni.a[uni.n++] = (int32_t)t;
             row[t >> 5] |= 1u << (t & 31);
         }
         if (!e->n_unc) continue;
@@ -327,15 +404,21 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
     } else if (n_unc_entries > 1) {
         if (!(rc = xg2__vocab_sort_unique_ids(v, merged.a, &merged.n))) rc = resolve(p, v, merged.a, merged.n, NULL, row);
     }
+    if (!rc && keep_union) {
+        const int32_t *unc = n_unc_entries == 1 ? with_unc->unc : merged.a;
+        uint32_t n_unc = n_unc_entries == 1 ? with_unc->n_unc : n_unc_entries ? merged.n : 0;
+        xg2__fan_union_insert(v, one_union.k1, one_union.k2, uni.a, uni.n, unc, n_unc);
+    }
 out:
     if (memo) {
-        memo_update(memo, held, n_ent);
+        memo_update(memo, hs.a, hs.n);
     } else {
-        for (uint32_t j = 0; j < n_ent; j++)
-            if (held[j].owned) xg2__pool_release(held[j].e);
+        for (uint32_t j = 0; j < hs.n; j++)
+            if (hs.a[j].owned) xg2__pool_release(hs.a[j].e);
     }
-    if (held != small) xg2__free(held);
-    xg2__free(seen.tab);
+    if (hs.a != hs.small) xg2__free(hs.a);
+    xg2__free(hs.seen.tab);
     vec_free(&merged);
+    vec_free(&uni);
     return rc;
 }
