@@ -228,7 +228,8 @@ class GrammarCompiler:
         split in fixed shares (:func:`cache_shares`): the token masks (computed on
         first use, shared by every grammar compiled for this tokenizer) 1/2, the
         compiled grammars (kept per compiler) 3/8, the process-wide cache of rule
-        automata 1/8 but at most 32 MiB.  Least recently used entries are evicted.
+        automata 1/8 but at most 32 MiB.  Entries not used lately are evicted (least
+        recently used ones; the token masks by a second-chance approximation of it).
         A shared cache's limit is the smallest share of the compilers alive that
         use it: a new compiler can tighten an operator's bound, never loosen it.
         ``-1`` selects the default (512 MiB): the caches are never unbounded.

@@ -113,7 +113,8 @@ int32_t xg2_vocab_special_ids(const xg2_vocab *vocab, int32_t *out, int32_t cap)
 
 /* The token-mask cache: entries computed on first use, shared by every grammar
  * compiled for this vocabulary (states with equal structure share one entry),
- * least recently used ones evicted beyond the limit (default 512 MiB). */
+ * entries not used lately evicted beyond the limit (default 512 MiB; a second
+ * chance list, an approximation of least recently used). */
 int xg2_vocab_set_cache_limit(xg2_vocab *vocab, size_t bytes);
 size_t xg2_vocab_cache_bytes(const xg2_vocab *vocab);
 int xg2_vocab_cache_stats(const xg2_vocab *vocab, uint64_t *entries, uint64_t *hits, uint64_t *misses,

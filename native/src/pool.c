@@ -127,10 +127,21 @@ static void remove_entry(xg2_pool *p, xg2_mask_entry *e) {
     xg2__pool_release(e); /* the pool's reference */
 }
 
-/* Evict least recently used entries down to the limit, but never `keep` (the
- * entry just inserted, which the caller is about to use). */
+/* Evict from the end of the list down to the limit, but never `keep` (the entry
+ * just inserted, which the caller is about to use); an entry looked up since it
+ * came to the front is spared once, moved to the front unmarked (each is moved
+ * at most once a call, so the loop ends). */
 static void evict(xg2_pool *p, const xg2_mask_entry *keep) {
-    while (p->bytes > p->limit && p->tail && p->tail != keep) remove_entry(p, p->tail);
+    while (p->bytes > p->limit && p->tail && p->tail != keep) {
+        xg2_mask_entry *e = p->tail;
+        if (e->used) {
+            e->used = 0;
+            lru_unlink(p, e);
+            lru_push_front(p, e);
+            continue;
+        }
+        remove_entry(p, e);
+    }
 }
 
 xg2_mask_entry *xg2__pool_find(xg2_pool *p, uint64_t k1, uint64_t k2) {
@@ -143,10 +154,7 @@ xg2_mask_entry *xg2__pool_find(xg2_pool *p, uint64_t k1, uint64_t k2) {
     }
     if (e) {
         XG2_REF_INC(e);
-        if (p->head != e) {
-            lru_unlink(p, e);
-            lru_push_front(p, e);
-        }
+        if (!e->used) e->used = 1;
         p->hits++;
     } else {
         p->misses++;

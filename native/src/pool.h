@@ -6,8 +6,10 @@
  * the automata it references, its FOLLOW set, and for counted states the
  * distance of the count from its bounds), so a state that two grammars share
  * -- the inside of a JSON string, a tool's argument object -- is computed once.
- * The pool is bounded in bytes: least recently used entries are evicted; an
- * entry in use by a fill is reference counted and freed when the fill ends.
+ * The pool is bounded in bytes: entries not used lately are evicted (a second
+ * chance, "clock", list: a lookup marks its entry instead of moving it to the
+ * front, which would write two cold neighbours); an entry in use by a fill is
+ * reference counted and freed when the fill ends.
  */
 #ifndef XG2_POOL_H
 #define XG2_POOL_H
@@ -34,9 +36,10 @@ struct xg2_mask_entry {
     size_t bytes;   /* memory held */
     /* pool bookkeeping */
     int refs;                    /* the pool's reference + fills using it */
+    uint8_t used;                /* looked up since it last came to the front of the list */
     uint64_t k1, k2;
     xg2_mask_entry *hnext;       /* hash chain */
-    xg2_mask_entry *prev, *next; /* LRU list, most recent first */
+    xg2_mask_entry *prev, *next; /* the list, most recently inserted or spared first */
 };
 
 /* The hash table grows by doubling, incrementally: the buckets of the old

@@ -611,3 +611,33 @@ def test_mask_pool_grows_and_evicts_while_masks_stay_exact():
     assert evicting == first and stats3["evictions"] > 1000, stats3
     fresh, _ = masks(xgr.TokenizerInfo(toks, xgr.VocabType.RAW), words[::-1])
     assert fresh == first
+
+
+def test_mask_pool_spares_an_entry_in_use_while_it_evicts():
+    # A small pool filled with new states one after another while one state is
+    # filled again between each two: that state's entry, looked up all along, is
+    # never the one evicted (a pool that evicted by insertion order alone would
+    # drop it after ~2,000 inserts), while the others go.
+    rng = random.Random(5)
+    words = sorted({"".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(6, 12))) for _ in range(1500)})
+    toks = list("abcdefghijklmnop") + ["ab", "cd", "efg", "gh", "abc", "op", "mnop"]
+    info = xgr.TokenizerInfo(toks, xgr.VocabType.RAW)
+    comp = xgr.GrammarCompiler(info, cache_limit_bytes=210_000)
+    compiled = comp.compile_grammar("root ::= " + " | ".join(f'"{w}"' for w in words))
+    hot = words[0][:3]
+
+    def fill_at(prefix):
+        m = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)  # (no masks at hand)
+        assert m.accept_string(prefix)
+        allowed(m, len(toks))
+
+    fill_at(hot)
+    hot_misses = 0
+    for w in words[1:]:
+        for i in range(1, len(w)):
+            fill_at(w[:i])
+        before = comp.get_mask_cache_stats()
+        fill_at(hot)
+        hot_misses += comp.get_mask_cache_stats()["misses"] - before["misses"]
+    stats = comp.get_mask_cache_stats()
+    assert stats["evictions"] > 5000 and hot_misses == 0, (stats, hot_misses)
