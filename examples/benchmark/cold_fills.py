@@ -10,7 +10,11 @@ choice after `<function=`, a JSON key, after `</function`), this times:
 * fresh: the mask cache emptied first (the masks are computed),
 
 each with the caches warm (the same fill just before) and with `--evict` MB written between
-(the medians of `--repeat`).  xg2 only; DESIGN.md, "A first mask in a serving loop is a cold one".
+(the medians of `--repeat`).  A last row, the name choice of a new tool set, is what each request
+of a dynamic workload meets: a tag over another sample of the pool, compiled just before its
+first fill there (cached: every name of the pool met before, in a fill over the whole pool;
+fresh: the mask cache emptied).  xg2 only; DESIGN.md, "A first mask in a serving loop is a cold
+one" and "A choice of tool names as the union of its names' entries".
 
     python examples/benchmark/cold_fills.py
 """
@@ -61,6 +65,32 @@ def measure(eng, compiled, prefix: str, fresh: bool, evict: "np.ndarray | None",
     return statistics.median(times)
 
 
+NEW_SET = "name choice, a new tool set"
+
+
+def measure_new_set(eng, pool, n: int, fresh: bool, evict: "np.ndarray | None", repeat: int, seed: int) -> float:
+    """Median time of the first fill after `<function=` of a tag over a new sample of n tools."""
+    import random
+
+    from xg2_plugin._native import lib
+
+    rng = random.Random(seed)
+    times = []
+    for _ in range(repeat):
+        tag = tools.structural_tag("llama", rng.sample(pool, n))
+        m = eng.m.GrammarMatcher(eng.compiler.compile_structural_tag(json.dumps(tag)))
+        if not m.accept_string("Sure. <function="):
+            raise SystemExit("the trigger was refused")
+        if fresh:
+            lib.xg2_vocab_clear_cache(eng.info._handle)
+        if evict is not None:
+            evict += 1.0
+        t0 = time.perf_counter()
+        eng.fill(m)
+        times.append(1e6 * (time.perf_counter() - t0))
+    return statistics.median(times)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokenizer", default=common.shared_path("tokenizers", "llama3"))
@@ -70,7 +100,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     tok = common.load_hf_tokenizer(args.tokenizer)
     eng = tools.make_engine("xg2", tok)
-    req = tools.requests(bfcl_pool.load_pool(), "llama", args.tools, "dynamic", 1, 0)[0]
+    pool = bfcl_pool.load_pool()
+    req = tools.requests(pool, "llama", args.tools, "dynamic", 1, 0)[0]
     text = req["text"]
     compiled = eng.compiler.compile_structural_tag(json.dumps(req["tag"]))
     evict = np.ones(args.evict << 17)  # (8-byte floats)
@@ -84,6 +115,13 @@ def main(argv=None) -> int:
         cells = [measure(eng, compiled, prefix, fresh, ev, args.repeat)
                  for fresh in (False, True) for ev in (None, evict)]
         print(f"| {name} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
+    whole = eng.m.GrammarMatcher(eng.compiler.compile_structural_tag(json.dumps(tools.structural_tag("llama", pool))))
+    if not whole.accept_string("Sure. <function="):
+        raise SystemExit("the trigger was refused")
+    eng.fill(whole)  # (every name of the pool met)
+    cells = [measure_new_set(eng, pool, min(args.tools, len(pool)), fresh, ev, args.repeat, seed)
+             for seed, (fresh, ev) in enumerate((f, e) for f in (False, True) for e in (None, evict))]
+    print(f"| {NEW_SET} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
     return 0
 
 
