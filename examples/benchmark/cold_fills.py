@@ -43,7 +43,6 @@ def measure(eng, compiled, prefix: str, fresh: bool, evict: "np.ndarray | None",
     """Median time of the first fill of a new matcher after ``prefix`` (a matcher keeps its
     last fill's masks at hand; a new one finds them in the shared cache, as a request that
     reaches the state does)."""
-    from xg2_plugin._native import lib
 
     def at_state():
         m = eng.m.GrammarMatcher(compiled)
@@ -54,15 +53,22 @@ def measure(eng, compiled, prefix: str, fresh: bool, evict: "np.ndarray | None",
     times = []
     for _ in range(repeat):
         eng.fill(at_state())  # the state's masks cached, the caches warm
-        m = at_state()
-        if fresh:
-            lib.xg2_vocab_clear_cache(eng.info._handle)
-        if evict is not None:
-            evict += 1.0
-        t0 = time.perf_counter()
-        eng.fill(m)
-        times.append(1e6 * (time.perf_counter() - t0))
+        times.append(first_fill_us(eng, at_state(), fresh, evict))
     return statistics.median(times)
+
+
+def first_fill_us(eng, m, fresh: bool, evict: "np.ndarray | None") -> float:
+    """The time of matcher m's next fill, the mask cache emptied first (fresh) and `evict`
+    written over first (not None)."""
+    from xg2_plugin._native import lib
+
+    if fresh:
+        lib.xg2_vocab_clear_cache(eng.info._handle)
+    if evict is not None:
+        evict += 1.0
+    t0 = time.perf_counter()
+    eng.fill(m)
+    return 1e6 * (time.perf_counter() - t0)
 
 
 NEW_SET = "name choice, a new tool set"
@@ -72,8 +78,6 @@ def measure_new_set(eng, pool, n: int, fresh: bool, evict: "np.ndarray | None", 
     """Median time of the first fill after `<function=` of a tag over a new sample of n tools."""
     import random
 
-    from xg2_plugin._native import lib
-
     rng = random.Random(seed)
     times = []
     for _ in range(repeat):
@@ -81,13 +85,7 @@ def measure_new_set(eng, pool, n: int, fresh: bool, evict: "np.ndarray | None", 
         m = eng.m.GrammarMatcher(eng.compiler.compile_structural_tag(json.dumps(tag)))
         if not m.accept_string("Sure. <function="):
             raise SystemExit("the trigger was refused")
-        if fresh:
-            lib.xg2_vocab_clear_cache(eng.info._handle)
-        if evict is not None:
-            evict += 1.0
-        t0 = time.perf_counter()
-        eng.fill(m)
-        times.append(1e6 * (time.perf_counter() - t0))
+        times.append(first_fill_us(eng, m, fresh, evict))
     return statistics.median(times)
 
 
