@@ -396,6 +396,68 @@ TEST(fill_mask) {
     fprintf(stderr, "  %ld failing budgets\n", total);
 }
 
+/* The first fill after a trigger whose tags' names are a choice of literals
+ * (its mask the union of one cache entry per name, literal_fans.c): under every
+ * budget, on fresh objects (an empty mask cache), a failed fill says NOMEM, and
+ * the same matcher's next fill, a new matcher's and a second tool set's (the
+ * names' entries then cached) give the reference mask. */
+static const char *const fan_grammar =
+    "root ::= TagDispatch((\"<f=\", g))\n"
+    "g ::= (\"abc>\" t | \"abd>\" t | \"ab>\" t | \"b_x>\" t | \"b_y>\" t | \"c>\" t) \"</f>\"\n"
+    "t ::= \"x\" | \"\"";
+static const char *const fan_grammar_2 =
+    "root ::= TagDispatch((\"<f=\", g))\n"
+    "g ::= (\"abc>\" t | \"abd>\" t | \"ab>\" t | \"b_x>\" t | \"b_y>\" t | \"c>\" t | \"d>\" t) \"</f>\"\n"
+    "t ::= \"x\" | \"\"";
+
+static int fan_mask(const xg2_compiled *c, int32_t *row) {
+    xg2_matcher *m = NULL;
+    int acc = 0, need, rc = xg2_matcher_new(c, NULL, -1, 0, &m);
+    if (!rc) rc = xg2_matcher_accept_bytes(m, "hi <f=", 6, &acc);
+    if (!rc) rc = acc ? xg2_matcher_fill_mask(m, row, nw, &need) : XG2_ERR_INTERNAL;
+    xg2_matcher_free(m);
+    return rc;
+}
+
+TEST(fan_fill) {
+    reference();
+    int32_t want[8], want2[8], row[8];
+    faults_off();
+    xg2_vocab *v0 = new_vocab();
+    gcm x = MAKE_GCM(fan_grammar, v0), y = MAKE_GCM(fan_grammar_2, v0);
+    if (!x.m || !y.m) return;
+    CHECK(fan_mask(x.c, want) == XG2_OK && fan_mask(y.c, want2) == XG2_OK);
+    free_gcm(&x);
+    free_gcm(&y);
+    xg2_vocab_free(v0);
+    long budget;
+    for (budget = 0; budget < MAX_BUDGET; budget++) {
+        xg2_vocab *v = new_vocab();
+        gcm a = MAKE_GCM(fan_grammar, v), b = MAKE_GCM(fan_grammar_2, v);
+        if (!a.m || !b.m) return;
+        int acc = 0, need;
+        CHECK(xg2_matcher_accept_bytes(a.m, "hi <f=", 6, &acc) == XG2_OK && acc);
+        faults_on(budget);
+        int rc = xg2_matcher_fill_mask(a.m, row, nw, &need);
+        faults_off();
+        if (rc != XG2_OK) {
+            CHECK_NOMEM(rc, "xg2_matcher_fill_mask at a choice of names", budget);
+            CHECK(xg2_matcher_fill_mask(a.m, row, nw, &need) == XG2_OK);
+        }
+        CHECKF(!memcmp(row, want, sizeof(int32_t) * (size_t)nw), "mask differs after %ld faults", budget);
+        CHECKF(fan_mask(a.c, row) == XG2_OK && !memcmp(row, want, sizeof(int32_t) * (size_t)nw),
+               "a new matcher's mask differs after %ld faults", budget);
+        CHECKF(fan_mask(b.c, row) == XG2_OK && !memcmp(row, want2, sizeof(int32_t) * (size_t)nw),
+               "another tool set's mask differs after %ld faults", budget);
+        free_gcm(&a);
+        free_gcm(&b);
+        xg2_vocab_free(v);
+        if (rc == XG2_OK) break;
+    }
+    CHECK(budget < MAX_BUDGET);
+    fprintf(stderr, "  %ld failing budgets\n", budget);
+}
+
 TEST(fork_matcher) {
     reference();
     fixture f = fixture_new(0);
@@ -715,7 +777,7 @@ TEST(token_edges) {
 
 int main(int argc, char **argv) {
     int rc = RUN_TESTS(argc, argv, T_(vocab_new), T_(grammar_from_ebnf), T_(grammar_print), T_(compiled_and_matcher_new),
-                       T_(accept_token), T_(accept_bytes), T_(fill_mask), T_(fork_matcher), T_(jump_forward), T_(batch_fill),
+                       T_(accept_token), T_(accept_bytes), T_(fill_mask), T_(fan_fill), T_(fork_matcher), T_(jump_forward), T_(batch_fill),
                        T_(lookahead_guards), T_(token_edges));
     faults_off();
     free(ref_mask);
