@@ -18,9 +18,10 @@
  * A fan state is a state of a rule a TagDispatch calls whose moves, down to
  * each literal's end (its leaf: the first state that is not interior), are
  * single bytes through interior states: byte edges only, no rule end, no
- * counted loop.  The literals are recorded at link time, once from each
- * topmost fan (the fans below it take a run of them, less their first bytes);
- * a literal's key is the hash of its bytes, taken at fill time.  The union is
+ * counted loop.  The literals are recorded at link time, once from the root of
+ * each depth-first run over the interior states (each fan in the run takes a
+ * stretch of them, less its first bytes); a literal's key is the hash of its
+ * bytes, taken at fill time.  The union is
  * then cached under the fan state's own key too, so the same tool set again
  * costs one lookup.
  */
