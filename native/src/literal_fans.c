@@ -261,24 +261,38 @@ out:
     return XG2_OK;
 }
 
-int xg2__fan_entry_get(const xg2_grammar *g, const xg2_vocab *v, uint32_t k, uint32_t l, int64_t *work,
-                       xg2_mask_entry **out) {
+int xg2__fan_entries(const xg2_grammar *g, const xg2_vocab *v, uint32_t k, int64_t *work, xg2_mask_entry **out) {
     const xg2_fan *f = &g->fans[k];
-    const uint8_t *b = g->fan_text + g->fan_lits[l].text + f->skip;
-    uint32_t len = g->fan_lits[l].len - f->skip;
-    uint64_t k1, k2;
-    literal_key(b, len, &k1, &k2);
-    xg2_pool *pool = (xg2_pool *)&v->pool; /* the pool locks itself */
-    xg2_mask_entry *e = xg2__pool_find(pool, k1, k2);
-    if (!e) {
-        int rc = literal_entry(v, b, len, work, &e);
-        if (rc) return rc;
-        e->k1 = k1;
-        e->k2 = k2;
-        if (!(e = xg2__pool_insert(pool, e))) return XG2_NOMEM();
+    uint32_t n = f->hi - f->lo;
+    uint64_t small[2 * 64] = {0}, *keys = n <= 64 ? small : xg2__malloc(sizeof(uint64_t) * 2 * (size_t)n);
+    if (!keys) {
+        for (uint32_t i = 0; i < n; i++) out[i] = NULL;
+        return XG2_NOMEM();
     }
-    *out = e;
-    return XG2_OK;
+    for (uint32_t i = 0; i < n; i++) {
+        const xg2_fan_lit *lit = &g->fan_lits[f->lo + i];
+        literal_key(g->fan_text + lit->text + f->skip, lit->len - f->skip, &keys[2 * i], &keys[2 * i + 1]);
+    }
+    xg2_pool *pool = (xg2_pool *)&v->pool; /* the pool locks itself */
+    xg2__pool_find_many(pool, keys, n, out);
+    int rc = XG2_OK;
+    for (uint32_t i = 0; i < n && !rc; i++) { /* (the names met for the first time) */
+        if (out[i]) continue;
+        const xg2_fan_lit *lit = &g->fan_lits[f->lo + i];
+        xg2_mask_entry *e = NULL;
+        if ((rc = literal_entry(v, g->fan_text + lit->text + f->skip, lit->len - f->skip, work, &e))) break;
+        e->k1 = keys[2 * i];
+        e->k2 = keys[2 * i + 1];
+        if (!(out[i] = xg2__pool_insert(pool, e))) rc = XG2_NOMEM();
+    }
+    if (rc) {
+        for (uint32_t i = 0; i < n; i++) {
+            xg2__pool_release(out[i]);
+            out[i] = NULL;
+        }
+    }
+    if (keys != small) xg2__free(keys);
+    return rc;
 }
 
 void xg2__fan_union_insert(const xg2_vocab *v, uint64_t k1, uint64_t k2, const int32_t *acc, uint32_t n_acc,

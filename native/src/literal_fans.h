@@ -66,11 +66,13 @@ static inline uint32_t xg2__fan_of(const xg2_grammar *g, uint32_t s) {
     return lo < g->n_fan && g->fans[lo].state == s ? lo : XG2_NONE;
 }
 
-/* The pool's entry for literal l of fan k (its bytes less the fan's skip; computed
- * on first use: the trie walked along them), with a reference the caller drops.
- * work (NULL: unlimited) as for xg2__mask_entry_get. */
-XG2_HIDDEN int xg2__fan_entry_get(const xg2_grammar *g, const xg2_vocab *v, uint32_t k, uint32_t l, int64_t *work,
-                                  xg2_mask_entry **out);
+/* The pool's entries for fan k's literals (their bytes less the fan's skip),
+ * out[0 .. hi - lo), each with a reference the caller drops: looked up together
+ * (their cold misses overlap), the missing ones computed (the trie walked along
+ * their bytes) and inserted.  On an error none is held.  work (NULL:
+ * unlimited) as for xg2__mask_entry_get. */
+XG2_HIDDEN int xg2__fan_entries(const xg2_grammar *g, const xg2_vocab *v, uint32_t k, int64_t *work,
+                                xg2_mask_entry **out);
 
 /* Cache the union of a fan's literal entries under the fan state's own key
  * (k1, k2): acc, deduplicated, and unc, in byte order -- so a fill there next

@@ -281,22 +281,22 @@ typedef struct {
 
 /* Hold the entries of fan k's literals (each key once). */
 static int hold_literals(held_set *hs, const xg2_grammar *g, const xg2_vocab *v, uint32_t k, int64_t *work) {
-    for (uint32_t l = g->fans[k].lo; l < g->fans[k].hi; l++) {
-        if (--*work < 0) return xg2__work_fail();
-        xg2_mask_entry *e;
-        int rc = xg2__fan_entry_get(g, v, k, l, work, &e);
-        if (rc) return rc;
+    uint32_t n = g->fans[k].hi - g->fans[k].lo;
+    if ((*work -= n) < 0) return xg2__work_fail();
+    xg2_mask_entry *small[64], **got = n <= 64 ? small : xg2__malloc(sizeof(*got) * n);
+    if (!got) return XG2_NOMEM();
+    int rc = xg2__fan_entries(g, v, k, work, got);
+    for (uint32_t i = 0; i < n && !rc; i++) {
         held_entry *h;
-        if ((rc = held_slot(hs, e->k1, e->k2, &h)) || !h) {
-            xg2__pool_release(e);
-            if (rc) return rc;
-            continue;
-        }
-        h->e = e;
+        if ((rc = held_slot(hs, got[i]->k1, got[i]->k2, &h)) || !h) continue;
+        h->e = got[i];
         h->owned = 1;
+        got[i] = NULL; /* (held now) */
         hs->n++;
     }
-    return XG2_OK;
+    for (uint32_t i = 0; i < n; i++) xg2__pool_release(got[i]); /* (repeats; the rest after an error) */
+    if (got != small) xg2__free(got);
+    return rc;
 }
 
 int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_memo *memo) {

@@ -163,6 +163,36 @@ xg2_mask_entry *xg2__pool_find(xg2_pool *p, uint64_t k1, uint64_t k2) {
     return e;
 }
 
+void xg2__pool_find_many(xg2_pool *p, const uint64_t *k, uint32_t n, xg2_mask_entry **out) {
+    pthread_mutex_lock(&p->lock);
+    if (!p->n_buckets) {
+        for (uint32_t i = 0; i < n; i++) out[i] = NULL;
+        p->misses += n;
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
+    move_buckets(p, 2);
+    for (uint32_t i = 0; i < n; i++) __builtin_prefetch(chain_of(p, k[2 * i]));
+    for (uint32_t i = 0; i < n; i++) {
+        const xg2_mask_entry *head = *chain_of(p, k[2 * i]);
+        if (head) __builtin_prefetch(head);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        xg2_mask_entry *e = *chain_of(p, k[2 * i]);
+        while (e && (e->k1 != k[2 * i] || e->k2 != k[2 * i + 1])) e = e->hnext;
+        out[i] = e;
+        if (!e) {
+            p->misses++;
+            continue;
+        }
+        XG2_REF_INC(e);
+        if (!e->used) e->used = 1;
+        if (e->acc) __builtin_prefetch(e->acc);
+        p->hits++;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
 /* Start moving to a table twice the size (the previous move is finished
  * first; it always is by then: n doubles between two grows, and every insert
  * moves two buckets). */

@@ -23,9 +23,14 @@
 typedef struct xg2_mask_entry xg2_mask_entry;
 
 struct xg2_mask_entry {
-    uint32_t *bits; /* accepted tokens as a bitset over ids, or NULL ... */
-    int32_t *acc;   /* ... as a list of ids */
+    /* pool bookkeeping, and what a lookup reads, first (one cache line) */
+    uint64_t k1, k2;
+    xg2_mask_entry *hnext;       /* hash chain */
+    int refs;                    /* the pool's reference + fills using it */
+    uint8_t used;                /* looked up since it last came to the front of the list */
     uint32_t n_acc;
+    int32_t *acc;   /* accepted tokens as a list of ids ... */
+    uint32_t *bits; /* ... or as a bitset over ids, or NULL */
     int32_t *unc;   /* uncertain token ids in byte order */
     uint32_t n_unc;
     /* For many uncertain tokens (XG2_UNC_TEXT_MIN): their bytes, in the same
@@ -34,11 +39,6 @@ struct xg2_mask_entry {
      * instead of scattered over the vocabulary (cold in a serving loop). */
     uint32_t *unc_off;
     size_t bytes;   /* memory held */
-    /* pool bookkeeping */
-    int refs;                    /* the pool's reference + fills using it */
-    uint8_t used;                /* looked up since it last came to the front of the list */
-    uint64_t k1, k2;
-    xg2_mask_entry *hnext;       /* hash chain */
     xg2_mask_entry *prev, *next; /* the list, most recently inserted or spared first */
 };
 
@@ -61,6 +61,9 @@ XG2_HIDDEN void xg2__pool_free(xg2_pool *p);
 
 /* The entry for a key with a reference for the caller, or NULL if absent. */
 XG2_HIDDEN xg2_mask_entry *xg2__pool_find(xg2_pool *p, uint64_t k1, uint64_t k2);
+/* The same for n keys (k[2 i], k[2 i + 1]) under one lock, their buckets and
+ * entries fetched ahead so that cold misses overlap: out[i] or NULL. */
+XG2_HIDDEN void xg2__pool_find_many(xg2_pool *p, const uint64_t *k, uint32_t n, xg2_mask_entry **out);
 
 /* Insert a new entry (the caller's reference is kept, the pool adds its own);
  * if the key is already present, e is freed and the present entry returned
