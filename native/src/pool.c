@@ -144,22 +144,25 @@ static void evict(xg2_pool *p, const xg2_mask_entry *keep) {
     }
 }
 
-xg2_mask_entry *xg2__pool_find(xg2_pool *p, uint64_t k1, uint64_t k2) {
-    pthread_mutex_lock(&p->lock);
-    xg2_mask_entry *e = NULL;
-    if (p->n_buckets) {
-        move_buckets(p, 2);
-        for (e = *chain_of(p, k1); e; e = e->hnext)
-            if (e->k1 == k1 && e->k2 == k2) break;
-    }
-    if (e) {
-        XG2_REF_INC(e);
-        if (!e->used) e->used = 1;
-        p->hits++;
-    } else {
+/* The entry for a key, a hit counted and marked, with a reference for the
+ * caller; or NULL, a miss counted.  Under the lock, the table not empty. */
+static xg2_mask_entry *lookup_locked(xg2_pool *p, uint64_t k1, uint64_t k2) {
+    xg2_mask_entry *e = *chain_of(p, k1);
+    while (e && (e->k1 != k1 || e->k2 != k2)) e = e->hnext;
+    if (!e) {
         p->misses++;
+        return NULL;
     }
-    pthread_mutex_unlock(&p->lock);
+    XG2_REF_INC(e);
+    if (!e->used) e->used = 1;
+    p->hits++;
+    return e;
+}
+
+xg2_mask_entry *xg2__pool_find(xg2_pool *p, uint64_t k1, uint64_t k2) {
+    xg2_mask_entry *e;
+    uint64_t k[2] = {k1, k2};
+    xg2__pool_find_many(p, k, 1, &e);
     return e;
 }
 
@@ -172,24 +175,15 @@ void xg2__pool_find_many(xg2_pool *p, const uint64_t *k, uint32_t n, xg2_mask_en
         return;
     }
     move_buckets(p, 2);
-    for (uint32_t i = 0; i < n; i++) __builtin_prefetch(chain_of(p, k[2 * i]));
-    for (uint32_t i = 0; i < n; i++) {
-        const xg2_mask_entry *head = *chain_of(p, k[2 * i]);
-        if (head) __builtin_prefetch(head);
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        xg2_mask_entry *e = *chain_of(p, k[2 * i]);
-        while (e && (e->k1 != k[2 * i] || e->k2 != k[2 * i + 1])) e = e->hnext;
-        out[i] = e;
-        if (!e) {
-            p->misses++;
-            continue;
+    if (n > 1) { /* (fetch ahead: the buckets, then the chains' first entries) */
+        for (uint32_t i = 0; i < n; i++) __builtin_prefetch(chain_of(p, k[2 * i]));
+        for (uint32_t i = 0; i < n; i++) {
+            const xg2_mask_entry *head = *chain_of(p, k[2 * i]);
+            if (head) __builtin_prefetch(head);
         }
-        XG2_REF_INC(e);
-        if (!e->used) e->used = 1;
-        if (e->acc) __builtin_prefetch(e->acc);
-        p->hits++;
     }
+    for (uint32_t i = 0; i < n; i++)
+        if ((out[i] = lookup_locked(p, k[2 * i], k[2 * i + 1])) && out[i]->acc) __builtin_prefetch(out[i]->acc);
     pthread_mutex_unlock(&p->lock);
 }
 
