@@ -224,41 +224,26 @@ static uint32_t trie_child(const xg2_trie *t, uint32_t p, uint8_t c) {
 static int literal_entry(const xg2_vocab *v, const uint8_t *b, uint32_t len, int64_t *work, xg2_mask_entry **out) {
     const xg2_trie *t = &v->trie;
     if (work && (*work -= len) < 0) return xg2__work_fail();
-    uint32_t n_acc = 0, p = 0, i = 0;
-    uint32_t path[XG2_FAN_MAX_BYTES];
+    VEC(int32_t) acc = {0};
+    uint32_t p = 0, i = 0;
     for (; i < len; i++) {
         uint32_t c = trie_child(t, p, b[i]);
         if (!c) break;
-        path[i] = p = c;
-        n_acc += t->nodes[c].tok_count;
+        p = c;
+        const xg2_trie_node *nd = &t->nodes[c];
+        if (vec_reserve(&acc, (uint64_t)acc.n + nd->tok_count)) { vec_free(&acc); return XG2_NOMEM(); }
+        memcpy(acc.a + acc.n, t->ids + nd->tok_begin, sizeof(int32_t) * nd->tok_count);
+        acc.n += nd->tok_count;
     }
-    xg2_mask_entry *e = xg2__calloc(1, sizeof *e);
-    if (!e) return XG2_NOMEM();
-    e->refs = 1;
-    e->bytes = sizeof *e;
-    int rc = XG2_OK;
-    if (n_acc) {
-        if (!(e->acc = xg2__malloc(sizeof(int32_t) * n_acc))) { rc = XG2_NOMEM(); goto out; }
-        for (uint32_t k = 0; k < i; k++) {
-            const xg2_trie_node *nd = &t->nodes[path[k]];
-            memcpy(e->acc + e->n_acc, t->ids + nd->tok_begin, sizeof(int32_t) * nd->tok_count);
-            e->n_acc += nd->tok_count;
-        }
-        e->bytes += sizeof(int32_t) * n_acc;
-    }
+    uint32_t from = 0, n_unc = 0;
     if (i == len && len) {
-        const xg2_trie_node *nd = &t->nodes[p];
-        uint32_t from = nd->tok_begin + nd->tok_count;
-        if (work && (*work -= nd->tok_end - from) < 0) { rc = xg2__work_fail(); goto out; }
-        rc = xg2__mask_entry_set_unc(e, t->ids + from, nd->tok_end - from, v->bytes, v->off);
+        from = t->nodes[p].tok_begin + t->nodes[p].tok_count;
+        n_unc = t->nodes[p].tok_end - from;
+        if (work && (*work -= n_unc) < 0) { vec_free(&acc); return xg2__work_fail(); }
     }
-out:
-    if (rc) {
-        xg2__mask_entry_free(e);
-        return rc;
-    }
-    *out = e;
-    return XG2_OK;
+    *out = xg2__mask_entry_new(acc.a, acc.n, t->ids + from, n_unc, v->bytes, v->off);
+    vec_free(&acc);
+    return *out ? XG2_OK : XG2_NOMEM();
 }
 
 int xg2__fan_entries(const xg2_grammar *g, const xg2_vocab *v, uint32_t k, int64_t *work, xg2_mask_entry **out) {
@@ -297,18 +282,9 @@ int xg2__fan_entries(const xg2_grammar *g, const xg2_vocab *v, uint32_t k, int64
 
 void xg2__fan_union_insert(const xg2_vocab *v, uint64_t k1, uint64_t k2, const int32_t *acc, uint32_t n_acc,
                            const int32_t *unc, uint32_t n_unc) {
-    xg2_mask_entry *e = xg2__calloc(1, sizeof *e);
+    xg2_mask_entry *e = xg2__mask_entry_new(acc, n_acc, unc, n_unc, v->bytes, v->off);
     if (!e) return;
-    e->refs = 1;
-    e->bytes = sizeof *e + sizeof(int32_t) * n_acc;
     e->k1 = k1;
     e->k2 = k2;
-    if ((n_acc && !(e->acc = xg2__malloc(sizeof(int32_t) * n_acc))) ||
-        xg2__mask_entry_set_unc(e, unc, n_unc, v->bytes, v->off)) {
-        xg2__mask_entry_free(e);
-        return;
-    }
-    if (n_acc) memcpy(e->acc, acc, sizeof(int32_t) * n_acc);
-    e->n_acc = n_acc;
     xg2__pool_release(xg2__pool_insert((xg2_pool *)&v->pool, e)); /* (the pool keeps its own reference) */
 }

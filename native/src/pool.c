@@ -40,6 +40,22 @@ int xg2__mask_entry_set_unc(xg2_mask_entry *e, const int32_t *ids, uint32_t n, c
     return XG2_OK;
 }
 
+xg2_mask_entry *xg2__mask_entry_new(const int32_t *acc, uint32_t n_acc, const int32_t *unc, uint32_t n_unc,
+                                    const char *bytes, const uint32_t *off) {
+    xg2_mask_entry *e = xg2__calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->refs = 1;
+    e->bytes = sizeof *e + sizeof(int32_t) * n_acc;
+    if ((n_acc && !(e->acc = xg2__malloc(sizeof(int32_t) * n_acc))) ||
+        xg2__mask_entry_set_unc(e, unc, n_unc, bytes, off)) {
+        xg2__mask_entry_free(e);
+        return NULL;
+    }
+    if (n_acc) memcpy(e->acc, acc, sizeof(int32_t) * n_acc);
+    e->n_acc = n_acc;
+    return e;
+}
+
 void xg2__pool_release(xg2_mask_entry *e) {
     if (e && XG2_REF_DEC(e) == 0) xg2__mask_entry_free(e);
 }

@@ -82,6 +82,12 @@ XG2_HIDDEN void xg2__pool_release(xg2_mask_entry *e);
 XG2_HIDDEN int xg2__mask_entry_set_unc(xg2_mask_entry *e, const int32_t *ids, uint32_t n, const char *bytes,
                                        const uint32_t *off);
 
+/* A new entry (one reference, no key) accepting acc[0 .. n_acc) as a list and
+ * with unc[0 .. n_unc) uncertain (xg2__mask_entry_set_unc), both copied; NULL if
+ * an allocation failed. */
+XG2_HIDDEN xg2_mask_entry *xg2__mask_entry_new(const int32_t *acc, uint32_t n_acc, const int32_t *unc, uint32_t n_unc,
+                                               const char *bytes, const uint32_t *off);
+
 XG2_HIDDEN void xg2__pool_set_limit(xg2_pool *p, size_t limit);
 XG2_HIDDEN void xg2__pool_clear(xg2_pool *p);
 XG2_HIDDEN void xg2__mask_entry_free(xg2_mask_entry *e);
