@@ -6,6 +6,8 @@ each engine lives in a venv of its own, installed `--no-deps` with a hand-made l
 needs on a CPU (the recipes of ../shared/docs/engine-integration.md), and the engine tests run
 inside it as a subprocess. A venv is reused while its recipe is unchanged; xg2_plugin itself is
 reinstalled into it (a real `pip install`, so its entry points are real) whenever its source changed.
+The three share one copy of torch (a folder of its own, put on each venv's path by a .pth file):
+torch is 750 MB a copy, and a CI machine's disk may be small.
 
     python tests/engines/engine_venv.py vllm       # make (or check) one venv, print its python
 """
@@ -24,9 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 VENVS = Path(os.environ.get("XG2_ENGINE_VENVS", ROOT / "build" / "engine-venvs"))
 
-# torch: the CPU build pinned (any other request pulls CUDA packages); pytest, cffi, setuptools,
-# wheel: to build xg2_plugin in the venv and run the tests there.
-_BASE = [["torch==2.13.0"], ["pytest", "cffi>=1.17", "setuptools>=64", "wheel"]]
+# torch: the CPU build pinned (any other request pulls CUDA packages), installed once into
+# VENVS/SHARED_TORCH; pytest, cffi, setuptools, wheel: to build xg2_plugin in the venv and run
+# the tests there.
+TORCH = "torch==2.13.0"
+SHARED_TORCH = "shared-torch"
+_BASE = [["pytest", "cffi>=1.17", "setuptools>=64", "wheel"]]
 
 RECIPES: dict[str, list[list[str]]] = {
     # vLLM 0.33: the class-level tests (StructuredOutputManager, the CLI parser, tool parsers)
@@ -67,7 +72,8 @@ def _python(venv: Path) -> Path:
 
 
 def _pip(venv: Path, args: list[str], log) -> None:
-    cmd = [str(_python(venv)), "-m", "pip", "install", "--disable-pip-version-check", "-q", *args]
+    cmd = [str(_python(venv)), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+           "--no-cache-dir", *args]
     log.write(f"+ {' '.join(cmd)}\n")
     log.flush()
     subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT)
@@ -121,6 +127,54 @@ def _install_project(venv: Path, log) -> None:
         subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
+def _shared_torch(log) -> Path:
+    """The folder holding torch and its dependencies, installed once for every engine venv."""
+    folder = VENVS / SHARED_TORCH
+    stamp = folder / "xg2-recipe.txt"
+    with open(VENVS / f"{SHARED_TORCH}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (stamp.is_file() and stamp.read_text() == TORCH):
+            shutil.rmtree(folder, ignore_errors=True)
+            cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                   "--no-cache-dir", "--target", str(folder), TORCH]
+            log.write(f"+ {' '.join(cmd)}\n")
+            log.flush()
+            try:
+                subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT)
+            except subprocess.CalledProcessError:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            stamp.write_text(TORCH)
+    return folder
+
+
+def _link_shared_torch(venv: Path, folder: Path) -> None:
+    """Put `folder` on the venv's path (after its own site-packages, which win on a clash);
+    pip in the venv then sees torch as installed and never pulls a CUDA build for a dependent."""
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "xg2-shared-torch.pth").write_text(f"{folder}\n")
+
+
+def _make(venv: Path, recipe: list[list[str]], log) -> None:
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    _link_shared_torch(venv, _shared_torch(log))
+    _pip(venv, ["--upgrade", "pip"], log)
+    for step in recipe:
+        if step[0] == "@wheel-requirements":
+            _wheel_requirements(venv, step[1], step[2], log)
+        else:
+            _pip(venv, step, log)
+
+
+def _failure(name: str, e: subprocess.CalledProcessError) -> str:
+    """What a failed make says: the command, the disk left, and the end of the venv's log."""
+    free = shutil.disk_usage(VENVS).free / 2**30
+    tail = (VENVS / f"{name}.log").read_text(errors="replace").splitlines()[-15:]
+    return (f"making the {name} engine venv failed: {' '.join(map(str, e.cmd))} exited "
+            f"{e.returncode}; {free:.1f} GiB free on {VENVS} (the three venvs and their shared "
+            f"torch take about 5.5 GiB); the log's last lines:\n" + "\n".join(tail))
+
+
 def ensure(name: str) -> Path:
     """The python of the engine venv `name`, made or refreshed as needed (safe across processes)."""
     recipe = RECIPES[name]
@@ -129,17 +183,17 @@ def ensure(name: str) -> Path:
     with open(VENVS / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         stamp = venv / "xg2-recipe.json"
-        want = json.dumps(recipe)
+        want = json.dumps([TORCH, *recipe])
         with open(VENVS / f"{name}.log", "a") as log:
-            if not (stamp.is_file() and stamp.read_text() == want and _python(venv).exists()):
+            if not (stamp.is_file() and stamp.read_text() == want and _python(venv).exists()
+                    and (VENVS / SHARED_TORCH / "xg2-recipe.txt").is_file()):
                 shutil.rmtree(venv, ignore_errors=True)
-                subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-                _pip(venv, ["--upgrade", "pip"], log)
-                for step in recipe:
-                    if step[0] == "@wheel-requirements":
-                        _wheel_requirements(venv, step[1], step[2], log)
-                    else:
-                        _pip(venv, step, log)
+                try:
+                    _make(venv, recipe, log)
+                except subprocess.CalledProcessError as e:
+                    # a half-made venv would only hold disk the rest of the suite needs
+                    shutil.rmtree(venv, ignore_errors=True)
+                    raise RuntimeError(_failure(name, e)) from None
                 stamp.write_text(want)
             project = venv / "xg2-source.sha256"
             digest = _source_digest()
