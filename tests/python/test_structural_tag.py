@@ -249,6 +249,15 @@ BAD = [
     ({"type": "json_schema", "json_schema": OBJ, "style": "qwen_xml", "excludes": [" x"]},
      r"format\.excludes\[0\]: .*whitespace"),
     ({"type": "json_schema", "json_schema": OBJ, "excludes": ["x", ""]}, r"format\.excludes\[1\]: .*non-empty"),
+    # scalars are not coerced: pydantic's lax mode read each of these as another tag
+    ({"type": "json_schema", "json_schema": OBJ, "any_order": "true"}, r"^invalid structural tag at format\.any_order: .*boolean"),
+    ({"type": "json_schema", "json_schema": 1}, r"at format\.json_schema: .*boolean"),
+    ({"type": "json_schema", "json_schema": OBJ, "max_whitespace_cnt": 2.0}, r"format\.max_whitespace_cnt: .*integer, not float"),
+    ({"type": "any_text", "max_tokens": "5"}, r"format\.max_tokens: .*integer, not str"),
+    ({"type": "repeat", "min": 1.0, "max": 3, "content": CONST}, r"format\.min: .*integer, not float"),
+    ({"type": "token", "token": True}, r"format\.token: .*integer, not bool"),
+    ({"type": "triggered_tags", "triggers": ["<a"], "tags": [TAG_A], "at_least_one": 1},
+     r"format\.at_least_one: .*boolean"),
 ]
 
 

@@ -297,6 +297,9 @@ def test_tool_choice_semantics():
         get_model_structural_tag("no_such_model", TOOLS)
     with pytest.raises(InvalidArgumentError):
         get_model_structural_tag("qwen_3", TOOLS, reasoning="sometimes")
+    for flag in ("parallel_tool_calls", "any_order", "exclude_special_tokens", "force_reasoning"):
+        with pytest.raises(InvalidArgumentError, match=f"{flag} must be a bool, got 'false'"):
+            get_model_structural_tag("qwen_3", TOOLS, **{flag: "false"})  # a truthy string, not False
 
 
 def test_register_model_structural_tag():

@@ -9,12 +9,26 @@ block, tool calls in a model's wire format); ``convert.py`` turns it into EBNF.
 from __future__ import annotations
 
 import json
+import numbers
 from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
 
-from pydantic import AliasChoices, BaseModel, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, BeforeValidator, Field, StrictBool, ValidationError
 from typing_extensions import Annotated
 
 from .._errors import GrammarError, InvalidArgumentError
+
+# Scalars are strict (StrictBool, Int): pydantic's lax mode would read "yes" or 1 as
+# True, "3" or 3.0 as 3, True as token 1 -- a silently different tag. A JSON schema of 1 is not
+# a boolean schema.
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"Input should be an integer, not {type(value).__name__}")
+    return int(value)
+
+
+Int = Annotated[int, BeforeValidator(_integer)]
 
 # ---------- basic formats ----------
 
@@ -34,10 +48,10 @@ class JSONSchemaFormat(BaseModel):
     """A value valid under ``json_schema``, written in ``style`` (JSON or a model's XML)."""
 
     type: Literal["json_schema"] = "json_schema"
-    json_schema: Union[bool, Dict[str, Any]]
+    json_schema: Union[StrictBool, Dict[str, Any]]
     style: JSONStyle = "json"
-    any_order: bool = False
-    max_whitespace_cnt: Optional[int] = None
+    any_order: StrictBool = False
+    max_whitespace_cnt: Optional[Int] = None
     excludes: List[str] = Field(default_factory=list)
 
 
@@ -46,30 +60,30 @@ class AnyTextFormat(BaseModel):
 
     type: Literal["any_text"] = "any_text"
     excludes: List[str] = Field(default_factory=list)
-    max_tokens: Optional[int] = Field(default=None, ge=0, le=2_147_483_647)
-    max_chars: Optional[int] = Field(default=None, ge=0, le=2_147_483_647)
+    max_tokens: Optional[Int] = Field(default=None, ge=0, le=2_147_483_647)
+    max_chars: Optional[Int] = Field(default=None, ge=0, le=2_147_483_647)
 
 
 class TokenFormat(BaseModel):
     """One token, by id or by its text (resolved against the compiler's vocabulary)."""
 
     type: Literal["token"] = "token"
-    token: Union[int, str]
+    token: Union[Int, str]
 
 
 class ExcludeTokenFormat(BaseModel):
     """One token, any but these."""
 
     type: Literal["exclude_token"] = "exclude_token"
-    exclude_tokens: List[Union[int, str]] = Field(default_factory=list)
+    exclude_tokens: List[Union[Int, str]] = Field(default_factory=list)
 
 
 class AnyTokensFormat(BaseModel):
     """Zero or more tokens, none of these."""
 
     type: Literal["any_tokens"] = "any_tokens"
-    exclude_tokens: List[Union[int, str]] = Field(default_factory=list)
-    max_tokens: Optional[int] = Field(default=None, ge=0, le=2_147_483_647)
+    exclude_tokens: List[Union[Int, str]] = Field(default_factory=list)
+    max_tokens: Optional[Int] = Field(default=None, ge=0, le=2_147_483_647)
 
 
 class GrammarFormat(BaseModel):
@@ -115,18 +129,18 @@ class TriggeredTagsFormat(BaseModel):
     type: Literal["triggered_tags", "tag_and_text"] = "triggered_tags"
     triggers: List[str]
     tags: List[TagFormat]
-    at_least_one: bool = False
-    stop_after_first: bool = False
+    at_least_one: StrictBool = False
+    stop_after_first: StrictBool = False
     excludes: List[str] = Field(default_factory=list)
 
 
 class TokenTriggeredTagsFormat(BaseModel):
     type: Literal["token_triggered_tags"] = "token_triggered_tags"
-    trigger_tokens: List[Union[int, str]]
+    trigger_tokens: List[Union[Int, str]]
     tags: List[TagFormat]
-    exclude_tokens: List[Union[int, str]] = Field(default_factory=list)
-    at_least_one: bool = False
-    stop_after_first: bool = False
+    exclude_tokens: List[Union[Int, str]] = Field(default_factory=list)
+    at_least_one: StrictBool = False
+    stop_after_first: StrictBool = False
 
 
 class TagsWithSeparatorFormat(BaseModel):
@@ -135,8 +149,8 @@ class TagsWithSeparatorFormat(BaseModel):
     type: Literal["tags_with_separator"] = "tags_with_separator"
     tags: List[TagFormat]
     separator: str
-    at_least_one: bool = False
-    stop_after_first: bool = False
+    at_least_one: StrictBool = False
+    stop_after_first: StrictBool = False
 
 
 class OptionalFormat(BaseModel):
@@ -158,8 +172,8 @@ class RepeatFormat(BaseModel):
     """``content`` min..max times (max -1: unbounded)."""
 
     type: Literal["repeat"] = "repeat"
-    min: int
-    max: int
+    min: Int
+    max: Int
     content: "Format"
 
 
@@ -168,22 +182,22 @@ class DispatchFormat(BaseModel):
 
     type: Literal["dispatch"] = "dispatch"
     rules: List[Tuple[str, "Format"]]
-    loop: bool = True
+    loop: StrictBool = True
     excludes: List[str] = Field(default_factory=list)
 
 
 class TokenDispatchFormat(BaseModel):
     type: Literal["token_dispatch"] = "token_dispatch"
-    rules: List[Tuple[Union[int, str], "Format"]]
-    loop: bool = True
-    exclude_tokens: List[Union[int, str]] = Field(default_factory=list)
+    rules: List[Tuple[Union[Int, str], "Format"]]
+    loop: StrictBool = True
+    exclude_tokens: List[Union[Int, str]] = Field(default_factory=list)
 
 
 class QwenXMLParameterFormat(BaseModel):
     """Deprecated: ``JSONSchemaFormat(style="qwen_xml")``."""
 
     type: Literal["qwen_xml_parameter"] = "qwen_xml_parameter"
-    json_schema: Union[bool, Dict[str, Any]]
+    json_schema: Union[StrictBool, Dict[str, Any]]
 
 
 Format = Annotated[
@@ -252,8 +266,11 @@ def _json_path(loc, data) -> str:
     """pydantic's error location as a JSON path of the input: the union
     discriminators it inserts (``sequence``, ``tag``...) are not keys of the input
     and are dropped."""
-    out, node = "", data
+    out, node, tagged = "", data, None
     for item in loc:
+        if isinstance(node, dict) and node.get("type") == item and tagged is not node:
+            tagged = node  # a discriminator, once a node (json_schema is both a type and a field)
+            continue
         if isinstance(item, int) and isinstance(node, (list, tuple)) and 0 <= item < len(node):
             out += f"[{item}]"
             node = node[item]
@@ -263,8 +280,6 @@ def _json_path(loc, data) -> str:
         elif isinstance(item, str) and isinstance(node, dict) and item in ("value",) and "text" in node:
             out += ("." if out else "") + "text"
             node = node["text"]
-        elif isinstance(node, dict) and node.get("type") == item:
-            continue  # a discriminator
         elif isinstance(node, dict):  # a missing field
             out += ("." if out else "") + str(item)
             break
@@ -279,7 +294,7 @@ def _message(err) -> str:
         return f"unknown type {ctx.get('tag')!r} (expected one of {', '.join(FORMAT_TYPES)})"
     if err["type"] == "union_tag_not_found":
         return "a format needs a 'type' field"
-    return err["msg"]
+    return err["msg"].removeprefix("Value error, ")
 
 
 def _validate(model, data, prefix: str = ""):

@@ -178,8 +178,11 @@ def get_model_structural_tag(
         reasoning = "enabled" if reasoning else "disabled"
     if reasoning not in ("enabled", "disabled", "auto"):
         raise InvalidArgumentError(f"reasoning must be enabled, disabled, auto or a bool, got {reasoning!r}")
-    if not isinstance(parallel_tool_calls, bool) or not isinstance(any_order, bool):
-        raise InvalidArgumentError("parallel_tool_calls and any_order must be bools")
+    flags = dict(force_reasoning=force_reasoning, any_order=any_order,
+                 exclude_special_tokens=exclude_special_tokens, parallel_tool_calls=parallel_tool_calls)
+    for flag, value in flags.items():
+        if not isinstance(value, bool):
+            raise InvalidArgumentError(f"{flag} must be a bool, got {value!r}")
     if max_whitespace_cnt is not None and (isinstance(max_whitespace_cnt, bool) or not isinstance(
             max_whitespace_cnt, int) or max_whitespace_cnt < 0):
         raise InvalidArgumentError(f"max_whitespace_cnt must be None or a non-negative int, got {max_whitespace_cnt!r}")
