@@ -9,7 +9,7 @@ instead of failing the batch.
 """
 
 import operator
-from typing import Any
+from typing import Any, Optional
 
 from ._native import ffi, lib
 
@@ -99,6 +99,26 @@ def as_index(value: Any, what: str) -> int:
         raise InvalidArgumentError(
             f"{what} must be an integer, got {type(value).__name__} {_shown(value)}"
         ) from None
+
+
+def as_flag(value: Any, what: str) -> bool:
+    """``value`` as a bool: True, False or a numpy bool.  Anything else (``"false"``, 1,
+    None) is an ``InvalidArgumentError`` naming ``what``: a truthy string is not True."""
+    if value is True or value is False:
+        return value
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
+        return bool(value)
+    raise InvalidArgumentError(f"{what} must be a bool, got {type(value).__name__} {_shown(value)}")
+
+
+def as_optional_count(value: Any, what: str) -> Optional[int]:
+    """None, or a non-negative integer (see :func:`as_index`)."""
+    if value is None:
+        return None
+    n = as_index(value, what)
+    if n < 0:
+        raise InvalidArgumentError(f"{what} must be a non-negative integer or None, got {n}")
+    return n
 
 
 def as_index_list(values: Any, what: str) -> list:

@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Union
 
 from . import _budget
-from ._errors import GrammarError, InvalidArgumentError, as_index, check
+from ._errors import GrammarError, InvalidArgumentError, as_flag, as_index, check
 from ._native import ffi, lib
 from .grammar import Grammar
 from .tokenizer import TokenizerInfo
@@ -297,7 +297,7 @@ class GrammarCompiler:
         self._precompute_ms = precompute_ms
         self._tokenizer_info = tokenizer_info
         self._max_threads = max_threads
-        self._cache_enabled = bool(cache_enabled)
+        self._cache_enabled = as_flag(cache_enabled, "cache_enabled")
         self._limit = DEFAULT_CACHE_LIMIT_BYTES if cache_limit_bytes == -1 else cache_limit_bytes
         shares = cache_shares(self._limit)
         self._grammar_limit = shares["compiled_grammars"]
@@ -360,7 +360,7 @@ class GrammarCompiler:
         JSON, key order kept)."""
         import json
 
-        from .json_schema import _check_depth, _load_schema
+        from .json_schema import _check_depth, _load_schema, check_options
 
         loaded = _load_schema(schema)
         if isinstance(schema, (str, bytes)):
@@ -377,10 +377,9 @@ class GrammarCompiler:
                 raise GrammarError("the schema nests too deeply to serialise") from None
             except (TypeError, ValueError) as e:
                 raise InvalidArgumentError(f"the schema is not JSON-serialisable: {e}") from None
-        if separators is not None and (isinstance(separators, (str, bytes)) or not hasattr(separators, "__iter__")):
-            raise InvalidArgumentError(f"separators must be a pair of strings or None, got {separators!r:.80}")
-        opts = (bool(any_whitespace), indent, tuple(separators) if separators is not None else None,
-                bool(strict_mode), max_whitespace_cnt, bool(any_order), bool(lenient))
+        # (checked before the cache key: a bool() there would make "false" a hit on True)
+        opts = check_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt,
+                             any_order, lenient)
         return self._cached(
             ("json_schema", canon, opts),
             lambda: Grammar.from_json_schema(

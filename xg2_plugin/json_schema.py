@@ -96,7 +96,7 @@ from fractions import Fraction
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urldefrag
 
-from ._errors import GrammarError, InvalidArgumentError, XG2Error
+from ._errors import GrammarError, InvalidArgumentError, XG2Error, as_flag, as_optional_count
 from . import _budget
 from . import json_schema_arrays as ARR
 from . import json_schema_check as CHK
@@ -1139,26 +1139,36 @@ def _check_depth(schema) -> bool:
 _SCOPE_KW = frozenset({"$id", "id", "$anchor", "$dynamicAnchor"})
 
 
-def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent: Optional[int] = None,
-                        separators: Optional[Tuple[str, str]] = None, strict_mode: bool = True,
-                        max_whitespace_cnt: Optional[int] = None, any_order: bool = False,
-                        lenient: bool = False) -> str:
-    """The EBNF text of a JSON Schema (see the module docstring)."""
-    schema = _load_schema(schema)
-    if indent is not None and (isinstance(indent, bool) or not isinstance(indent, int) or indent < 0):
-        raise InvalidArgumentError(f"indent must be a non-negative int or None, got {indent!r}")
+def check_options(any_whitespace: Any, indent: Any, separators: Any, strict_mode: Any,
+                  max_whitespace_cnt: Any, any_order: Any, lenient: Any) -> tuple:
+    """The conversion options, checked (never coerced: ``strict_mode="false"`` is not
+    True): (any_whitespace, indent, separators, strict_mode, max_whitespace_cnt,
+    any_order, lenient), or ``InvalidArgumentError`` naming the option."""
     if separators is not None:
+        if isinstance(separators, (str, bytes)) or not hasattr(separators, "__iter__"):
+            raise InvalidArgumentError(f"separators must be a pair of strings or None, got {separators!r:.80}")
+        separators = tuple(separators)
         if len(separators) != 2 or not all(isinstance(x, str) for x in separators):
-            raise InvalidArgumentError("separators must be a pair of strings")
+            raise InvalidArgumentError(f"separators must be a pair of strings, got {separators!r:.80}")
         for x, ch in zip(separators, ",:"):
             if x.strip(" \n\t\r") != ch:
                 raise InvalidArgumentError(f"separator {x!r} must be {ch!r} with JSON whitespace around it")
-    if max_whitespace_cnt is not None and (not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt < 0):
-        raise InvalidArgumentError("max_whitespace_cnt must be a non-negative int or None")
+    return (as_flag(any_whitespace, "any_whitespace"), as_optional_count(indent, "indent"), separators,
+            as_flag(strict_mode, "strict_mode"), as_optional_count(max_whitespace_cnt, "max_whitespace_cnt"),
+            as_flag(any_order, "any_order"), as_flag(lenient, "lenient"))
+
+
+def json_schema_to_ebnf(schema, *, any_whitespace: Any = True, indent: Any = None,
+                        separators: Any = None, strict_mode: Any = True,
+                        max_whitespace_cnt: Any = None, any_order: Any = False,
+                        lenient: Any = False) -> str:
+    """The EBNF text of a JSON Schema (see the module docstring)."""
+    schema = _load_schema(schema)
+    ws, ind, seps, strict, max_ws, order, lax = check_options(
+        any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order, lenient)
     scoped = _check_depth(schema) if isinstance(schema, dict) else True
-    conv = _Converter(schema, any_whitespace=any_whitespace, indent=indent, separators=separators,
-                      strict_mode=strict_mode, max_whitespace_cnt=max_whitespace_cnt,
-                      any_order=any_order, lenient=lenient)
+    conv = _Converter(schema, any_whitespace=ws, indent=ind, separators=seps, strict_mode=strict,
+                      max_whitespace_cnt=max_ws, any_order=order, lenient=lax)
     if not scoped:  # no base URI or anchor anywhere: the index is the root alone
         conv.indexed = True
         conv.resources[_DEFAULT_BASE] = (schema, "")

@@ -15,7 +15,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._errors import InvalidArgumentError, as_index, as_index_list, check
+from ._errors import InvalidArgumentError, as_flag, as_index, as_index_list, check
 from ._native import ffi, lib
 from .compiler import CompiledGrammar, _check_step_work
 
@@ -184,8 +184,9 @@ class GrammarMatcher:
         if max_step_work == -1 and not isinstance(max_step_work, bool):
             max_step_work = compiled_grammar.max_step_work
         _check_step_work(max_step_work)
+        terminate = as_flag(terminate_without_stop_token, "terminate_without_stop_token")
         out = ffi.new("xg2_matcher **")
-        check(lib.xg2_matcher_new(compiled_grammar._handle, stops, n_stop, bool(terminate_without_stop_token), out))
+        check(lib.xg2_matcher_new(compiled_grammar._handle, stops, n_stop, terminate, out))
         handle = ffi.gc(out[0], lib.xg2_matcher_free)
         check(lib.xg2_matcher_set_work_limit(handle, 0 if max_step_work is None else max_step_work))
         check(lib.xg2_matcher_set_history_limits(handle, rollback, -1 if history is None else history))

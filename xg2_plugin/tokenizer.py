@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._errors import InvalidArgumentError, as_index, as_index_list, check
+from ._errors import InvalidArgumentError, as_flag, as_index, as_index_list, check
 from ._native import ffi, lib
 
 __all__ = ["VocabType", "TokenizerInfo"]
@@ -189,7 +189,7 @@ class TokenizerInfo:
         )
         self._handle = ffi.gc(out[0], lib.xg2_vocab_free, size=len(data) * 3 + 16 * len(tokens))
         self._vocab_type = vocab_type
-        self._add_prefix_space = bool(add_prefix_space)
+        self._add_prefix_space = as_flag(add_prefix_space, "add_prefix_space")
         self._decoded: Optional[List[bytes]] = None
         # made with the vocabulary, not on a process's first structural tag (o200k_harmony's
         # 1,090 special tokens: ~1 ms)

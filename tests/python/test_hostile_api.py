@@ -203,6 +203,32 @@ def _cases():
          IAE, "separators"),
         ("schema indent list", lambda i, k, g: k.compile_json_schema({"type": "integer"}, indent=[2]), IAE, ""),
         ("precompute float", lambda i, k, g: g.precompute(max_states=1.5), IAE, "max_states"),
+        # flags are bools, not truthy values ("false" would have been True, and after a compile with
+        # the default a hit on it); counts are integers (mypyc's bare TypeError before)
+        ("schema strict str", lambda i, k, g: k.compile_json_schema({"type": "integer"}, strict_mode="false"),
+         IAE, "strict_mode must be a bool, got str 'false'"),
+        ("schema whitespace int", lambda i, k, g: k.compile_json_schema({"type": "integer"}, any_whitespace=0),
+         IAE, "any_whitespace must be a bool"),
+        ("schema any_order None", lambda i, k, g: k.compile_json_schema({"type": "integer"}, any_order=None),
+         IAE, "any_order must be a bool"),
+        ("schema lenient str", lambda i, k, g: xgr.Grammar.from_json_schema({"type": "integer"}, lenient="no"),
+         IAE, "lenient must be a bool"),
+        ("schema indent float", lambda i, k, g: k.compile_json_schema({"type": "integer"}, indent=2.5),
+         IAE, "indent must be an integer, got float"),
+        ("schema indent bool", lambda i, k, g: k.compile_json_schema({"type": "integer"}, indent=True),
+         IAE, "indent must be an integer, got the bool"),
+        ("schema max_ws float", lambda i, k, g: k.compile_json_schema({"type": "integer"}, max_whitespace_cnt=1.5),
+         IAE, "max_whitespace_cnt must be an integer, got float"),
+        ("schema max_ws negative", lambda i, k, g: xgr.Grammar.from_json_schema({"type": "integer"},
+                                                                               max_whitespace_cnt=-1),
+         IAE, "max_whitespace_cnt must be a non-negative"),
+        ("schema separators ints", lambda i, k, g: k.compile_json_schema({"type": "integer"}, separators=(1, 2)),
+         IAE, "separators must be a pair of strings"),
+        ("compiler cache_enabled str", lambda i, k, g: GC(i, cache_enabled="no"), IAE, "cache_enabled must be a bool"),
+        ("info prefix str", lambda i, k, g: xgr.TokenizerInfo(VOCAB, add_prefix_space="no"), IAE,
+         "add_prefix_space must be a bool"),
+        ("matcher terminate str", lambda i, k, g: xgr.GrammarMatcher(g, terminate_without_stop_token="no"), IAE,
+         "terminate_without_stop_token must be a bool"),
     ]
     return c
 
@@ -235,6 +261,11 @@ def test_integer_like_arguments_still_work(env):
     assert torch.equal(bitmask[1], bitmask[2])
     assert xgr.TokenizerInfo(VOCAB, vocab_size=np.int64(V), stop_token_ids=[np.int8(STOP)]).vocab_size == V
     assert xgr.BatchGrammarMatcher.batch_accept_token([m], np.array([0])) == [True]
+    # numpy counts and bools are options
+    schema = {"type": "array", "items": {"type": "integer"}}
+    a = compiler.compile_json_schema(schema, indent=np.int64(2), strict_mode=np.bool_(False))
+    b = compiler.compile_json_schema(schema, indent=2, strict_mode=False)
+    assert str(a.grammar) == str(b.grammar)
 
 
 def test_errors_are_also_type_errors_for_xgrammar_callers(env):
