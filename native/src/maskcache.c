@@ -25,6 +25,10 @@
  */
 #include "maskcache.h"
 
+#ifndef XG2_ACC_LIST_DIV
+#define XG2_ACC_LIST_DIV 16
+#endif
+
 
 
 XG2_HIDDEN int xg2__parser_reinit_local(xg2_parser *p, uint32_t state, uint32_t count);
@@ -768,6 +772,34 @@ static int call_node(walker *w, const xg2_trie *t, uint32_t i, uint32_t *acc, i3
     return XG2_OK;
 }
 
+/* After child i of node p was refused by the set at depth d - 1 (set mode, no
+ * uncertain tokens from a refused sibling): the next sibling the set steps on,
+ * or whose step needs the parser, else the end of p's subtree -- probed by its
+ * byte in p's sibling table (set_step is a function of the set and the byte),
+ * without visiting the refused children between.  The key start after a comma
+ * refuses most children of every whitespace run it walks.  i + its subtree if p
+ * has no table. */
+static uint32_t set_next_sibling(walker *w, const xg2_trie *t, uint32_t p, uint32_t i, uint32_t d, int *rc) {
+    uint32_t at = t->kid_at[p];
+    if (at == UINT32_MAX) return i + t->nodes[i].subtree;
+    const uint32_t *kid = t->kid_node + at + 1;
+    const uint8_t *byte = t->kid_byte + at + 1;
+    uint32_t lo = 0, hi = t->kid_node[at]; /* the position of i among the children */
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (kid[mid] < i) lo = mid + 1;
+        else hi = mid;
+    }
+    for (uint32_t j = lo + 1; j < t->kid_node[at]; j++) {
+        if (--w->p->work_left < 0) {
+            *rc = xg2__work_fail();
+            return kid[j];
+        }
+        if (!set_step(w, d, byte[j]) || w->set_size[d] > 0) return kid[j];
+    }
+    return p + t->nodes[p].subtree;
+}
+
 /* Walk trie t from the item's start configuration; OR accepted tokens into
  * acc, append uncertain ones to unc. */
 static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
@@ -881,6 +913,12 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
             w->at[d] = i;
             accept_tokens(w->log, acc, t->ids, nd->tok_begin, (uint32_t)nd->tok_begin + nd->tok_count);
             i++;
+        } else if (w->set_from != UINT32_MAX && w->nest_from == UINT32_MAX && w->earley_from == UINT32_MAX &&
+                   d - 1 >= w->set_from && !w->cand[d - 1] && !(d >= w->cand_from && w->comp[d - 1])) {
+            /* refused by the set, and no refused sibling adds anything */
+            int rc = XG2_OK;
+            i = set_next_sibling(w, t, w->at[d - 1], i, d, &rc);
+            if (rc) return rc;
         } else {
             if (cand)
                 for (uint32_t k = nd->tok_begin; k < nd->tok_end; k++)
@@ -894,12 +932,17 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
     return XG2_OK;
 }
 
+/* The most accepted tokens an entry keeps as a list of ids rather than a bitset. */
+static inline uint32_t acc_list_max(size_t words) {
+    return (uint32_t)(words / XG2_ACC_LIST_DIV);
+}
+
 /* Per-thread scratch for compute(): the walk runs often and its buffers are
  * large (a vocabulary-wide bitset), so they are kept and reused. */
 typedef struct {
     uint32_t *acc;
     int acc_clean; /* acc is all zero (a sparse split clears the bits it set) */
-    int32_t *acc_list; /* acc_log's list: words / 16 entries */
+    int32_t *acc_list; /* acc_log's list: acc_list_max(words) + 1 entries */
     size_t words;
     uint32_t *qs, *cs;
     uint8_t *cand, *comp, *path;
@@ -952,7 +995,7 @@ static workspace *ws_get(size_t words, uint32_t depth) {
         if (!a) return NULL;
         w->acc = a;
         w->acc_clean = 0;
-        int32_t *l = xg2__realloc(w->acc_list, sizeof(int32_t) * (words / 16 + 1));
+        int32_t *l = xg2__realloc(w->acc_list, sizeof(int32_t) * (acc_list_max(words) + 1));
         if (!l) return NULL;
         w->acc_list = l;
         w->words = words;
@@ -1356,7 +1399,7 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
     if (!ws) return XG2_NOMEM();
     int rc = XG2_OK;
     uint8_t taken = 0;
-    uint32_t *acc = ws->acc, limit = (uint32_t)(words / 16); /* fewer accepted tokens: a list */
+    uint32_t *acc = ws->acc, limit = acc_list_max(words); /* fewer accepted tokens: a list */
     if (!ws->acc_clean) memset(acc, 0, sizeof(uint32_t) * ws->words);
     ws->acc_clean = 0;
     acc_log log = {.list = ws->acc_list, .cap = limit ? limit - 1 : 0};
