@@ -827,6 +827,7 @@ static uint32_t parse_token_dispatch(parser *p, uint32_t line, uint32_t col) {
     }
     if (token_dispatch_check(p, &trig, &excl)) goto out;
     adv(p, 1); /* ')' */
+    for (uint32_t i = 0; i < rules.n; i++) ir->rules.a[rules.a[i]].tagged = 1;
     /* the free token, then each trigger followed by its rule */
     for (uint32_t i = 0; i < trig.n; i++)
         if (vec_push(&excl, trig.a[i])) { p->rc = XG2_NOMEM(); goto out; }

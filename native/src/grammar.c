@@ -341,9 +341,10 @@ static int decide_inlining(const xg2_ir *ir, uint8_t *inl, uint8_t *flat, uint32
         int many_copies = !recursive && region_refs[r] != UINT32_MAX &&
                           rsize[r] * region_refs[r] > XG2_REGION_COPIES_MAX_NFA;
         /* A Length rule counts in its own items, a TagDispatch is an automaton
-         * built whole: never expanded into a caller. */
+         * built whole: never expanded into a caller.  Nor are a TokenTagDispatch's
+         * tags: a rule of their own is keyed as a tag rule (residual keys, fans). */
         inl[r] = ru->kind == RK_FSM && ru->lookahead < 0 && r != ir->root && (!recursive || dispatcher) &&
-                 !xg2__own_automaton(ir, r) &&
+                 !xg2__own_automaton(ir, r) && !ru->tagged &&
                  !cycle_taken && !many_copies && rsize[r] <= XG2_INLINE_MAX_NFA;
         if (inl[r] && recursive) comp_inlined[comp[r]] = 1;
     }
@@ -828,6 +829,7 @@ static int compute_skeys(xg2_grammar *g, const xg2_dfa *dfa) {
     if (!tag_rule) { rc = XG2_NOMEM(); goto out; }
     for (uint32_t r = 0; r < nr; r++) {
         const xg2_rule *rt = &g->rules[r];
+        if (rt->tagged) tag_rule[r] = 1; /* (a TokenTagDispatch is token edges and calls: no rule of its own) */
         if (!rt->dispatch || rt->start == XG2_NONE) continue;
         const xg2_state *last = &g->states[rt->start + rt->n_states - 1]; /* (its rule edges: one run) */
         for (uint32_t j = g->states[rt->start].ref_off; j < last->ref_off + last->ref_n; j++)
@@ -1025,6 +1027,7 @@ static int build_reachable(xg2_grammar *g, const uint8_t *inl, xg2_regions *regi
         xg2_rule *rt = &g->rules[r];
         rt->kind = ru->kind;
         rt->dispatch = ru->kind == RK_FSM && ir->exprs.a[ru->body].kind == XE_DISPATCH;
+        rt->tagged = ru->tagged;
         rt->max_tokens = ru->max_tokens;
         rt->max_chars = ru->max_chars;
         if (ru->max_tokens >= 0 || ru->max_chars >= 0) {

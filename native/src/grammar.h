@@ -26,12 +26,13 @@ enum { SF_FINAL = 1, SF_BYTES = 2, SF_REFS = 4, SF_REPEAT = 8, SF_TOKEN = 16, SF
 
 /* Literal fans (literal_fans.h).  A literal: bytes fan_text[text .. text + len),
  * from the fan it was recorded at.  A fan: state `state`'s literals are
- * fan_lits[lo .. hi), each less its first `skip` bytes. */
+ * fan_lits[lo .. hi), each less its first `skip` bytes; a chain (cut > 0): one
+ * literal, its `cut` bytes after those (a single path down to a branch). */
 typedef struct {
     uint32_t text, len;
 } xg2_fan_lit;
 typedef struct {
-    uint32_t state, lo, hi, skip;
+    uint32_t state, lo, hi, skip, cut;
 } xg2_fan;
 
 typedef struct {
@@ -62,6 +63,7 @@ typedef struct {
     uint8_t kind;     /* RK_FSM or RK_REPEAT */
     uint8_t nullable;
     uint8_t dispatch;  /* a TagDispatch: its free-text states' masks do not look into the tags (maskcache.c) */
+    uint8_t tagged;    /* a TokenTagDispatch calls it: a tag rule, as a TagDispatch's (grammar.c) */
     int32_t lookahead; /* lookahead automaton id, or -1 */
     uint32_t child;   /* RK_REPEAT: the repeated rule and its bounds (max < 0: none) */
     int32_t min, max;

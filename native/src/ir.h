@@ -113,6 +113,7 @@ typedef struct {
     int32_t max_tokens; /* XGrammar's rule attributes name[max_tokens=N, max_chars=M] ::= ...: */
     int32_t max_chars;  /* each occurrence takes bytes of at most N tokens / M code points (-1: no limit) */
     uint32_t ext;       /* a linked piece's root (grammar_link.c): its index + 1; 0 for the text's own rules */
+    uint8_t tagged;     /* a TokenTagDispatch calls it (keyed as a TagDispatch's tags are: grammar.c) */
 } xg2_rule_ir;
 
 typedef struct {

@@ -28,6 +28,7 @@ typedef struct {
     uint32_t *depth;   /* bytes from the run's root at its first visit */
     uint32_t *longest; /* bytes of its longest literal */
     uint32_t *branch;  /* bytes to the first state below with two ways on (0: here; capped) */
+    uint32_t *chain;   /* one way on: the bytes of the single path to the next branch or leaf */
     VEC(uint32_t) done; /* states in the order their first visits ended */
     frame *stack;
 } rule_work;
@@ -48,6 +49,17 @@ static int is_fan(const rule_work *w, uint32_t v) {
            w->paths[v] <= XG2_FAN_MAX_LITERALS && w->longest[v] <= XG2_FAN_MAX_BYTES;
 }
 
+/* A chain: further up a single path that two literals or more share (a prefix
+ * every tool call of the request begins with: Harmony's `commentary
+ * to=functions.`).  Its key would be the request's own (what follows holds
+ * every name), so its mask a fresh walk each request; as one literal, the path
+ * to the branch, its entry is shared by every request.  (A path only one
+ * literal takes, a name's own last bytes, is keyed by its residual already.) */
+static int is_chain(const rule_work *w, uint32_t v) {
+    return w->branch[v] >= XG2_FAN_BRANCH_NEAR && w->chain[v] >= XG2_FAN_BRANCH_NEAR && w->paths[v] >= 2 &&
+           w->paths[v] <= XG2_FAN_MAX_LITERALS && w->longest[v] <= XG2_FAN_MAX_BYTES;
+}
+
 /* A state's first visit ends: its counts from its literals and children's. */
 static int close_state(const xg2_dfa *d, rule_work *w, uint32_t v, uint32_t n_lits) {
     uint32_t ways = d->boff[v + 1] - d->boff[v], longest = 0;
@@ -61,6 +73,7 @@ static int close_state(const xg2_dfa *d, rule_work *w, uint32_t v, uint32_t n_li
     w->branch[v] = ways >= 2 ? 0
                    : ways && w->in[one] && w->branch[one] < XG2_FAN_BRANCH_NEAR ? w->branch[one] + 1
                                                                                 : XG2_FAN_BRANCH_NEAR;
+    w->chain[v] = ways != 1 ? 0 : w->in[one] && w->chain[one] ? w->chain[one] + 1 : 1;
     w->color[v] = 2;
     return vec_push(&w->done, v) ? XG2_NOMEM() : XG2_OK;
 }
@@ -120,7 +133,10 @@ static int rule_fans(const xg2_grammar *g, const xg2_rule *rt, const xg2_dfa *d,
         for (uint32_t k = 0; k < w->done.n; k++) {
             uint32_t v = w->done.a[k];
             if (is_fan(w, v) && vec_push(&t->fans, ((xg2_fan){rt->start + v, w->lo[v], w->lo[v] + w->paths[v],
-                                                                w->depth[v]})))
+                                                                w->depth[v], 0})))
+                return XG2_NOMEM();
+            if (is_chain(w, v) &&
+                vec_push(&t->fans, ((xg2_fan){rt->start + v, w->lo[v], w->lo[v] + 1, w->depth[v], w->chain[v]})))
                 return XG2_NOMEM();
         }
         if (t->fans.n == fans0) t->lits.n = lits0, t->text.n = text0;
@@ -147,9 +163,10 @@ int xg2__fans_build(xg2_grammar *g, const xg2_dfa *dfa, const uint8_t *tag_rule)
     w.depth = xg2__malloc(sizeof(uint32_t) * most);
     w.longest = xg2__malloc(sizeof(uint32_t) * most);
     w.branch = xg2__malloc(sizeof(uint32_t) * most);
+    w.chain = xg2__malloc(sizeof(uint32_t) * most);
     w.stack = xg2__malloc(sizeof(frame) * (XG2_FAN_MAX_BYTES + 1));
     int rc = XG2_OK;
-    if (!w.in || !w.color || !w.lo || !w.paths || !w.depth || !w.longest || !w.branch || !w.stack) {
+    if (!w.in || !w.color || !w.lo || !w.paths || !w.depth || !w.longest || !w.branch || !w.chain || !w.stack) {
         rc = XG2_NOMEM();
         goto out;
     }
@@ -177,6 +194,7 @@ out:
     xg2__free(w.depth);
     xg2__free(w.longest);
     xg2__free(w.branch);
+    xg2__free(w.chain);
     xg2__free(w.stack);
     return rc;
 }
@@ -256,7 +274,8 @@ int xg2__fan_entries(const xg2_grammar *g, const xg2_vocab *v, uint32_t k, int64
     }
     for (uint32_t i = 0; i < n; i++) {
         const xg2_fan_lit *lit = &g->fan_lits[f->lo + i];
-        literal_key(g->fan_text + lit->text + f->skip, lit->len - f->skip, &keys[2 * i], &keys[2 * i + 1]);
+        literal_key(g->fan_text + lit->text + f->skip, f->cut ? f->cut : lit->len - f->skip, &keys[2 * i],
+                    &keys[2 * i + 1]);
     }
     xg2_pool *pool = (xg2_pool *)&v->pool; /* the pool locks itself */
     xg2__pool_find_many(pool, keys, n, out);
@@ -265,7 +284,9 @@ int xg2__fan_entries(const xg2_grammar *g, const xg2_vocab *v, uint32_t k, int64
         if (out[i]) continue;
         const xg2_fan_lit *lit = &g->fan_lits[f->lo + i];
         xg2_mask_entry *e = NULL;
-        if ((rc = literal_entry(v, g->fan_text + lit->text + f->skip, lit->len - f->skip, work, &e))) break;
+        if ((rc = literal_entry(v, g->fan_text + lit->text + f->skip, f->cut ? f->cut : lit->len - f->skip, work,
+                                &e)))
+            break;
         e->k1 = keys[2 * i];
         e->k2 = keys[2 * i + 1];
         if (!(out[i] = xg2__pool_insert(pool, e))) rc = XG2_NOMEM();

@@ -24,6 +24,12 @@
  * bytes, taken at fill time.  The union is
  * then cached under the fan state's own key too, so the same tool set again
  * costs one lookup.
+ *
+ * A chain is a fan of one literal: a state further up a single path that
+ * several literals share (Harmony's `commentary to=functions.` before every
+ * name), masked by the path down to the branch (xg2_fan.cut bytes; the tokens
+ * that run past it are uncertain, as past a literal's end).  Its own key holds
+ * every name below it, new in each request; the path's entry is shared by all.
  */
 #ifndef XG2_LITERAL_FANS_H
 #define XG2_LITERAL_FANS_H

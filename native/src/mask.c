@@ -330,6 +330,10 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
         uint64_t k1, k2;
         xg2__mask_key(g, v, &it, &k1, &k2);
         uint32_t fan = fans ? xg2__fan_of(g, it.state) : XG2_NONE;
+        if (fan != XG2_NONE && g->fans[fan].cut) { /* a chain: its one literal's entry is its mask */
+            if ((rc = hold_literals(&hs, g, v, fan, &p->work_left))) goto out;
+            continue;
+        }
         if (fan != XG2_NONE && !memo_find(memo, k1, k2)) {
             /* its own entry if cached (the union from before), else its literals' */
             xg2_mask_entry *e = xg2__pool_find((xg2_pool *)&v->pool, k1, k2);

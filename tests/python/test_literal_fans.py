@@ -123,3 +123,73 @@ def test_few_names_are_not_fans_and_stay_exact(deepseek, n):
     for t in deepseek.encode("Sure. <function="):
         assert m.accept_token(t)
     _check(deepseek, m, random.Random(1), everything=True)
+
+
+def test_a_shared_prefix_is_one_literal_for_every_tool_set(deepseek):
+    """Further up a single path that several names share (Harmony's `commentary
+    to=functions.`), a state is masked by the path down to the branch as one
+    literal: exact at the prefix's states, and shared by tool sets that have no
+    name in common (the state's own key, which holds every name below, is new in
+    each)."""
+    import random
+
+    compiler = xgr.GrammarCompiler(deepseek.info)
+    prefix = "route=functions."
+    rng = random.Random(2)
+
+    def tag(names):
+        return _tag(names, trigger="<call>", begin=lambda n: f"<call>{prefix}{n}>", end="</call>")
+
+    m = xgr.GrammarMatcher(compiler.compile_structural_tag(tag(NAMES[:7])))
+    for t in deepseek.encode("Sure. <call>"):
+        assert m.accept_token(t)
+    for i, ch in enumerate(prefix):
+        _check(deepseek, m, rng, everything=i in (0, 1, 7, len(prefix) - 3))
+        (t,) = deepseek.encode(ch)
+        assert m.accept_token(t)
+    for t in deepseek.encode("get_time>" + _body("get_time") + "</call> Done."):
+        assert m.accept_token(t)
+    assert m.accept_token(deepseek.stop_id) and m.is_terminated()
+
+    other = ["alpha_tool", "beta_tool", "gamma_tool", "delta_tool", "epsilon_tool"]
+    m = xgr.GrammarMatcher(compiler.compile_structural_tag(tag(other)))
+    for t in deepseek.encode("Sure. <call>") + deepseek.encode("ro"):
+        assert m.accept_token(t)
+    before = compiler.get_mask_cache_stats()
+    bits = _check(deepseek, m, rng, everything=True)
+    after = compiler.get_mask_cache_stats()
+    assert after["misses"] == before["misses"] and after["hits"] > before["hits"], (before, after)
+    assert bits[deepseek.encode("ute")[0]] and not bits[deepseek.encode("uter")[0]]
+
+
+def test_a_special_token_trigger_calls_a_tag_rule(deepseek):
+    """A trigger that is a special token (Harmony's `<|channel|>`) dispatches on the
+    token (TokenTagDispatch), and the rule it calls is a tag rule as a TagDispatch's
+    is: its shared prefix a chain and its choice of names a fan, their entries shared
+    across tool sets -- exact (mask bit = forked accept) at each state checked."""
+    import random
+
+    compiler = xgr.GrammarCompiler(deepseek.info)
+    channel = deepseek.tok.convert_ids_to_tokens(128003)  # a special token of the vocabulary
+    prefix = "commentary to=functions."
+    rng = random.Random(3)
+
+    def first_fill(names, written):
+        tag = _tag(names, trigger=channel, begin=lambda n: f"{channel}{prefix}{n}>", end="</call>")
+        m = xgr.GrammarMatcher(compiler.compile_structural_tag(tag))
+        for t in deepseek.encode("Sure. ") + [128003] + deepseek.encode(written):
+            assert m.accept_token(t)
+        before = compiler.get_mask_cache_stats()
+        _check(deepseek, m, rng, everything=True)
+        after = compiler.get_mask_cache_stats()
+        return after["hits"] - before["hits"], after["misses"] - before["misses"], m
+
+    first_fill(NAMES[:8], "comm")
+    hits, misses, _ = first_fill(["alpha_tool", "beta_tool", "gamma_tool", "delta_tool"], "comm")
+    assert (hits, misses) == (1, 0), (hits, misses)  # the chain "entary to=functions."
+    first_fill(NAMES[:8], prefix)
+    hits, misses, m = first_fill(NAMES[:7] + ["zz_new_tool"], prefix)
+    assert hits >= 7 and misses <= 2, (hits, misses)  # the old names' entries
+    for t in deepseek.encode("get_time>" + _body("get_time") + "</call> Done."):
+        assert m.accept_token(t)
+    assert m.accept_token(deepseek.stop_id) and m.is_terminated()
