@@ -56,8 +56,9 @@ static int is_fan(const rule_work *w, uint32_t v) {
  * to the branch, its entry is shared by every request.  (A path only one
  * literal takes, a name's own last bytes, is keyed by its residual already.) */
 static int is_chain(const rule_work *w, uint32_t v) {
-    return w->branch[v] >= XG2_FAN_BRANCH_NEAR && w->chain[v] >= XG2_FAN_BRANCH_NEAR && w->paths[v] >= 2 &&
-           w->paths[v] <= XG2_FAN_MAX_LITERALS && w->longest[v] <= XG2_FAN_MAX_BYTES;
+    /* (a single path this long has no branch near: never a fan as well) */
+    return w->chain[v] >= XG2_FAN_BRANCH_NEAR && w->paths[v] >= 2 && w->paths[v] <= XG2_FAN_MAX_LITERALS &&
+           w->longest[v] <= XG2_FAN_MAX_BYTES;
 }
 
 /* A state's first visit ends: its counts from its literals and children's. */
@@ -264,6 +265,13 @@ static int literal_entry(const xg2_vocab *v, const uint8_t *b, uint32_t len, int
     return *out ? XG2_OK : XG2_NOMEM();
 }
 
+/* Literal i of fan f: its bytes below the fan (a chain's: its path), *len of them. */
+static const uint8_t *fan_literal(const xg2_grammar *g, const xg2_fan *f, uint32_t i, uint32_t *len) {
+    const xg2_fan_lit *lit = &g->fan_lits[f->lo + i];
+    *len = f->cut ? f->cut : lit->len - f->skip;
+    return g->fan_text + lit->text + f->skip;
+}
+
 int xg2__fan_entries(const xg2_grammar *g, const xg2_vocab *v, uint32_t k, int64_t *work, xg2_mask_entry **out) {
     const xg2_fan *f = &g->fans[k];
     uint32_t n = f->hi - f->lo;
@@ -273,20 +281,19 @@ int xg2__fan_entries(const xg2_grammar *g, const xg2_vocab *v, uint32_t k, int64
         return XG2_NOMEM();
     }
     for (uint32_t i = 0; i < n; i++) {
-        const xg2_fan_lit *lit = &g->fan_lits[f->lo + i];
-        literal_key(g->fan_text + lit->text + f->skip, f->cut ? f->cut : lit->len - f->skip, &keys[2 * i],
-                    &keys[2 * i + 1]);
+        uint32_t len;
+        const uint8_t *b = fan_literal(g, f, i, &len);
+        literal_key(b, len, &keys[2 * i], &keys[2 * i + 1]);
     }
     xg2_pool *pool = (xg2_pool *)&v->pool; /* the pool locks itself */
     xg2__pool_find_many(pool, keys, n, out);
     int rc = XG2_OK;
     for (uint32_t i = 0; i < n && !rc; i++) { /* (the names met for the first time) */
         if (out[i]) continue;
-        const xg2_fan_lit *lit = &g->fan_lits[f->lo + i];
+        uint32_t len;
+        const uint8_t *b = fan_literal(g, f, i, &len);
         xg2_mask_entry *e = NULL;
-        if ((rc = literal_entry(v, g->fan_text + lit->text + f->skip, f->cut ? f->cut : lit->len - f->skip, work,
-                                &e)))
-            break;
+        if ((rc = literal_entry(v, b, len, work, &e))) break;
         e->k1 = keys[2 * i];
         e->k2 = keys[2 * i + 1];
         if (!(out[i] = xg2__pool_insert(pool, e))) rc = XG2_NOMEM();

@@ -327,13 +327,13 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
         if (!(g->states[it.state].flags & (SF_BYTES | SF_REFS | SF_REPEAT))) continue;
         it = xg2__mask_item(g, it);
         if (--p->work_left < 0) { rc = xg2__work_fail(); goto out; } /* a kernel item looked at */
-        uint64_t k1, k2;
-        xg2__mask_key(g, v, &it, &k1, &k2);
         uint32_t fan = fans ? xg2__fan_of(g, it.state) : XG2_NONE;
-        if (fan != XG2_NONE && g->fans[fan].cut) { /* a chain: its one literal's entry is its mask */
+        if (fan != XG2_NONE && g->fans[fan].cut) { /* a chain: its one literal's entry is its mask (no key) */
             if ((rc = hold_literals(&hs, g, v, fan, &p->work_left))) goto out;
             continue;
         }
+        uint64_t k1, k2;
+        xg2__mask_key(g, v, &it, &k1, &k2);
         if (fan != XG2_NONE && !memo_find(memo, k1, k2)) {
             /* its own entry if cached (the union from before), else its literals' */
             xg2_mask_entry *e = xg2__pool_find((xg2_pool *)&v->pool, k1, k2);
