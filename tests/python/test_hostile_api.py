@@ -266,6 +266,8 @@ def test_integer_like_arguments_still_work(env):
     a = compiler.compile_json_schema(schema, indent=np.int64(2), strict_mode=np.bool_(False))
     b = compiler.compile_json_schema(schema, indent=2, strict_mode=False)
     assert str(a.grammar) == str(b.grammar)
+    c = compiler.compile_json_schema(schema, indent=2, strict_mode=False, separators=iter([",", ": "]))
+    assert str(c.grammar) == str(b.grammar)  # an iterable of separators, read once
 
 
 def test_errors_are_also_type_errors_for_xgrammar_callers(env):
