@@ -380,19 +380,9 @@ class GrammarCompiler:
         # (checked before the cache key: a bool() there would make "false" a hit on True)
         opts = check_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt,
                              any_order, lenient)
-        ws, ind, seps, strict, max_ws, order, lax = opts  # (checked: an iterable of separators read once)
         return self._cached(
-            ("json_schema", canon, opts),
-            lambda: Grammar.from_json_schema(
-                loaded,
-                any_whitespace=ws,
-                indent=ind,
-                separators=seps,
-                strict_mode=strict,
-                max_whitespace_cnt=max_ws,
-                any_order=order,
-                lenient=lax,
-            ),
+            ("json_schema", canon, tuple(opts.values())),
+            lambda: Grammar.from_json_schema(loaded, **opts),  # (checked: an iterable of separators read once)
             (time_limit_ms, memory_limit_bytes),
         )
 

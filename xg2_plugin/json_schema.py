@@ -1140,10 +1140,9 @@ _SCOPE_KW = frozenset({"$id", "id", "$anchor", "$dynamicAnchor"})
 
 
 def check_options(any_whitespace: Any, indent: Any, separators: Any, strict_mode: Any,
-                  max_whitespace_cnt: Any, any_order: Any, lenient: Any) -> tuple:
+                  max_whitespace_cnt: Any, any_order: Any, lenient: Any) -> Dict[str, Any]:
     """The conversion options, checked (never coerced: ``strict_mode="false"`` is not
-    True): (any_whitespace, indent, separators, strict_mode, max_whitespace_cnt,
-    any_order, lenient), or ``InvalidArgumentError`` naming the option."""
+    True), by name, or ``InvalidArgumentError`` naming the option."""
     if separators is not None:
         if isinstance(separators, (str, bytes)) or not hasattr(separators, "__iter__"):
             raise InvalidArgumentError(f"separators must be a pair of strings or None, got {separators!r:.80}")
@@ -1153,9 +1152,11 @@ def check_options(any_whitespace: Any, indent: Any, separators: Any, strict_mode
         for x, ch in zip(separators, ",:"):
             if x.strip(" \n\t\r") != ch:
                 raise InvalidArgumentError(f"separator {x!r} must be {ch!r} with JSON whitespace around it")
-    return (as_flag(any_whitespace, "any_whitespace"), as_optional_count(indent, "indent"), separators,
-            as_flag(strict_mode, "strict_mode"), as_optional_count(max_whitespace_cnt, "max_whitespace_cnt"),
-            as_flag(any_order, "any_order"), as_flag(lenient, "lenient"))
+    return {"any_whitespace": as_flag(any_whitespace, "any_whitespace"),
+            "indent": as_optional_count(indent, "indent"), "separators": separators,
+            "strict_mode": as_flag(strict_mode, "strict_mode"),
+            "max_whitespace_cnt": as_optional_count(max_whitespace_cnt, "max_whitespace_cnt"),
+            "any_order": as_flag(any_order, "any_order"), "lenient": as_flag(lenient, "lenient")}
 
 
 def json_schema_to_ebnf(schema, *, any_whitespace: Any = True, indent: Any = None,
@@ -1164,11 +1165,9 @@ def json_schema_to_ebnf(schema, *, any_whitespace: Any = True, indent: Any = Non
                         lenient: Any = False) -> str:
     """The EBNF text of a JSON Schema (see the module docstring)."""
     schema = _load_schema(schema)
-    ws, ind, seps, strict, max_ws, order, lax = check_options(
-        any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order, lenient)
+    opts = check_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, any_order, lenient)
     scoped = _check_depth(schema) if isinstance(schema, dict) else True
-    conv = _Converter(schema, any_whitespace=ws, indent=ind, separators=seps, strict_mode=strict,
-                      max_whitespace_cnt=max_ws, any_order=order, lenient=lax)
+    conv = _Converter(schema, **opts)
     if not scoped:  # no base URI or anchor anywhere: the index is the root alone
         conv.indexed = True
         conv.resources[_DEFAULT_BASE] = (schema, "")
