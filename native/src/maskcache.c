@@ -901,7 +901,7 @@ static int walk(walker *w, const xg2_trie *t, uint32_t *acc, i32vec *unc) {
 /* The most accepted tokens an entry keeps as a list of ids rather than a bitset
  * (a quarter was measured: fewer cache misses, no faster: DESIGN.md). */
 static inline uint32_t acc_list_max(size_t words) {
-    return (uint32_t)(words / 16);
+    return (uint32_t)(words / 4);
 }
 
 /* Per-thread scratch for compute(): the walk runs often and its buffers are
