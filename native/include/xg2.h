@@ -183,6 +183,24 @@ size_t xg2_compiled_memory_bytes(const xg2_compiled *compiled);
  * prefill leaves.  *done: states computed or found cached. */
 int xg2_compiled_precompute(const xg2_compiled *compiled, int32_t max_states, int64_t max_ns, int32_t *done);
 
+/* The same, with flags:
+ *   XG2_PRECOMPUTE_OWN: not the states of rules a linked grammar took in from
+ *     its pieces (xg2_grammar_link), which keep their mask keys -- computed once
+ *     on each piece's own grammar, they serve every grammar it is linked into;
+ *   XG2_PRECOMPUTE_PLAIN: only states reached by printable ASCII and whitespace
+ *     bytes (not inside an escape or a multi-byte character: rare in a tool's
+ *     arguments, and their masks are large). */
+#define XG2_PRECOMPUTE_OWN 1
+#define XG2_PRECOMPUTE_PLAIN 2
+int xg2_compiled_precompute_states(const xg2_compiled *compiled, int32_t max_states, int64_t max_ns, uint32_t flags,
+                                   int32_t *done);
+
+/* The same for the states a sample text passes through, byte by byte (stopping
+ * at the first byte the grammar refuses): for a tool's arguments, the states a
+ * call is likely to meet, not every state of its schema.  *done: masks filled. */
+int xg2_compiled_precompute_text(const xg2_compiled *compiled, const char *text, size_t len, int64_t max_ns,
+                                 int32_t *done);
+
 /* ---- matcher ---------------------------------------------------------- */
 
 /* A matcher at the start of the grammar.

@@ -64,6 +64,7 @@ typedef struct {
     uint8_t nullable;
     uint8_t dispatch;  /* a TagDispatch: its free-text states' masks do not look into the tags (maskcache.c) */
     uint8_t tagged;    /* a TokenTagDispatch calls it: a tag rule, as a TagDispatch's (grammar.c) */
+    uint8_t piece;     /* copied in from a piece by linking (grammar_link.c) */
     int32_t lookahead; /* lookahead automaton id, or -1 */
     uint32_t child;   /* RK_REPEAT: the repeated rule and its bounds (max < 0: none) */
     int32_t min, max;

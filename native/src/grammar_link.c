@@ -201,6 +201,7 @@ static int merge(xg2_grammar *b, uint32_t n, const xg2_grammar *const *pieces, c
             if (ru.kind == RK_REPEAT) ru.child = o->rmap[ru.child];
             if (ru.lookahead >= 0) ru.lookahead += (int32_t)o->la;
             if (ru.keys_at) ru.keys_at += o->keys;
+            ru.piece = 1;
             m->rules[o->rmap[r]] = ru;
             m->follow[o->rmap[r]] = p->follow[r];
         }
