@@ -7,14 +7,16 @@ matcher first needs them, so compiling costs about as much as parsing.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Union
 
 from . import _budget
-from ._errors import GrammarError, InvalidArgumentError, as_flag, as_index, check
+from ._errors import GrammarError, InvalidArgumentError, XG2Error, as_flag, as_index, check
 from ._native import ffi, lib
 from .grammar import Grammar
 from .tokenizer import TokenizerInfo
@@ -91,6 +93,17 @@ _PRECOMPUTE_POOL: Optional[ThreadPoolExecutor] = None
 _PRECOMPUTE_LOCK = threading.Lock()
 
 
+def _forget_pool_in_child() -> None:
+    # a forked child has no background thread: the parent's executor would queue forever
+    global _PRECOMPUTE_POOL, _PRECOMPUTE_LOCK
+    _PRECOMPUTE_POOL = None
+    _PRECOMPUTE_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def _check_count(value, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidArgumentError(f"{what} must be an int >= 0, got {value!r}")
@@ -116,6 +129,70 @@ def _precompute_pool() -> ThreadPoolExecutor:
         return _PRECOMPUTE_POOL
 
 
+_PIECES_MS = 250.0  # the background budget of a compile's new pieces when precompute_ms is None
+
+
+def _new_pieces(compiled: "CompiledGrammar") -> Optional[list]:
+    """For a grammar linked from pieces (a structural tag's JSON schemas), the native
+    grammars of those whose masks on its tokenizer nobody has computed ahead yet
+    (claimed: the caller computes them); None for any other grammar."""
+    linked = getattr(compiled.grammar, "linked", None)
+    if linked is None:
+        return None
+    vocab = int(ffi.cast("uintptr_t", compiled.tokenizer_info._handle))
+    return [(piece, handle) for piece, follow, handle in linked if piece.claim_masks(follow, vocab)]
+
+
+def _precompute(compiled: "CompiledGrammar", pieces: Optional[list], max_states: int,
+                max_ms: Optional[float]) -> int:
+    """The background precompute of a compile.  For a linked grammar (``pieces`` not
+    None): its new pieces' states along their sample calls (or, without samples,
+    all states reached by plain text), each on its own grammar (a piece's states
+    keep their mask keys when linked, so once serves every tool set it comes in),
+    then the linked grammar's own states (the tag's: its tool names by their
+    literals); ``max_ms`` (None: ``_PIECES_MS``) for all of it.  Then up to
+    ``max_states`` states of the whole grammar."""
+    deadline = time.monotonic() + (max_ms if max_ms is not None else _PIECES_MS) / 1e3
+    done = ffi.new("int32_t *")
+    total = 0
+
+    def left_ns() -> int:
+        return max(0, int((deadline - time.monotonic()) * 1e9))
+
+    if pieces is not None:
+        out = ffi.new("xg2_compiled **")
+        for piece, handle in pieces:
+            if not left_ns():
+                break
+            try:  # (a piece whose walk fails -- a fill over its work limit -- is left to the fills)
+                check(lib.xg2_compiled_new(handle, compiled.tokenizer_info._handle, out))
+                one = ffi.gc(out[0], lib.xg2_compiled_free)
+                samples = piece.sampler() if piece.sampler is not None else ()
+                for text in samples:  # (the states a call meets, not all of them: see sample_arguments)
+                    check(lib.xg2_compiled_precompute_text(one, text, len(text), left_ns(), done))
+                    total += int(done[0])
+                if not samples:
+                    check(lib.xg2_compiled_precompute_states(one, -1, left_ns(), lib.XG2_PRECOMPUTE_PLAIN, done))
+                    total += int(done[0])
+            except XG2Error:
+                continue
+        if left_ns():
+            check(lib.xg2_compiled_precompute_states(compiled._handle, -1, left_ns(), lib.XG2_PRECOMPUTE_OWN, done))
+            total += int(done[0])
+    if max_states:
+        total += compiled.precompute(max_states, None if max_ms is None else left_ns() / 1e6)
+    return total
+
+
+def _background_idle(timeout: Optional[float] = None) -> None:
+    """Wait until the background thread has done all it was given so far (tests that
+    count the mask cache's misses do not want another test's work in their counts)."""
+    with _PRECOMPUTE_LOCK:
+        pool = _PRECOMPUTE_POOL
+    if pool is not None:
+        pool.submit(lambda: None).result(timeout)
+
+
 class CompiledGrammar:
     """A grammar bound to a tokenizer; what every :class:`GrammarMatcher` of it shares."""
 
@@ -129,6 +206,11 @@ class CompiledGrammar:
         self._tokenizer_info = tokenizer_info
         self._max_step_work = max_step_work
         self._precompute_future: "Optional[Future[int]]" = None
+        # the compiler's background work, started by the first mask a matcher fills
+        # (GrammarMatcher._start_background): not beside that fill, which is on the
+        # request's critical path, but beside the prefill that follows it
+        self._deferred: "Optional[Callable[[], Future[int]]]" = None
+        self._deferred_lock = threading.Lock()
 
     @property
     def max_step_work(self) -> Optional[int]:
@@ -168,9 +250,17 @@ class CompiledGrammar:
 
     @property
     def precompute_future(self) -> "Optional[Future[int]]":
-        """The background precompute started by the compiler (see
-        ``GrammarCompiler(precompute_states=...)``), or None."""
+        """The background precompute the compiler asked for (see
+        ``GrammarCompiler(precompute_states=..., precompute_pieces=...)``), once the
+        first mask of a matcher of this grammar has been filled, which starts it;
+        else None."""
         return self._precompute_future
+
+    def _start_deferred(self) -> None:
+        with self._deferred_lock:
+            job, self._deferred = self._deferred, None
+            if job is not None:
+                self._precompute_future = job()
 
 
     # ---- serialization (see xg2_plugin.serialization) ----
@@ -242,6 +332,13 @@ class GrammarCompiler:
     precompute_ms
         A time budget for that work, in milliseconds from when it starts (the
         prefill it overlaps with); None (default): until ``precompute_states``.
+    precompute_pieces
+        Whether a structural tag's JSON-schema pieces (a tool's arguments) met for
+        the first time with this tokenizer get the token masks of all their states
+        computed in that background thread right after the compile (once per piece
+        and tokenizer; within ``precompute_ms``, else 250 ms a compile), so that a
+        call of a tool is a run of cache hits rather than first masks.  Default
+        True.  The work is part of :attr:`CompiledGrammar.precompute_future`.
     compile_time_limit_ms
         Time limit of one compile (front-end and core), in milliseconds; past it the
         compile raises ``LimitExceededError`` naming the limit and where it was hit,
@@ -271,6 +368,7 @@ class GrammarCompiler:
         cache_limit_bytes: int = -1,
         precompute_states: int = 0,
         precompute_ms: Optional[float] = None,
+        precompute_pieces: bool = True,
         compile_time_limit_ms: Optional[float] = _budget.DEFAULT_COMPILE_TIME_LIMIT_MS,
         compile_memory_limit_bytes: Optional[int] = _budget.DEFAULT_COMPILE_MEMORY_LIMIT_BYTES,
         max_step_work: Optional[int] = _budget.DEFAULT_MAX_STEP_WORK,
@@ -295,6 +393,7 @@ class GrammarCompiler:
         self._max_step_work = max_step_work
         self._precompute_states = precompute_states
         self._precompute_ms = precompute_ms
+        self._precompute_pieces = as_flag(precompute_pieces, "precompute_pieces")
         self._tokenizer_info = tokenizer_info
         self._max_threads = max_threads
         self._cache_enabled = as_flag(cache_enabled, "cache_enabled")
@@ -447,9 +546,10 @@ class GrammarCompiler:
                     return hit[0]
         with _budget.compile_budget(time_limit_ms, memory_limit_bytes):
             compiled = CompiledGrammar(make_grammar(), self._tokenizer_info, self._max_step_work)
-        if self._precompute_states:
-            compiled._precompute_future = _precompute_pool().submit(
-                compiled.precompute, self._precompute_states, self._precompute_ms)
+        pieces = _new_pieces(compiled) if self._precompute_pieces else None
+        if pieces is not None or self._precompute_states:
+            states, ms = self._precompute_states, self._precompute_ms
+            compiled._deferred = lambda: _precompute_pool().submit(_precompute, compiled, pieces, states, ms)
         if self._cache_enabled:
             size = compiled.memory_size_bytes
             with self._lock:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ._errors import InternalError, check
 from ._native import ffi, lib
@@ -71,7 +71,7 @@ class Piece:
     (the last ``_MAX_VARIANTS`` kept); ``text``, the renamed rules, when asked for."""
 
     __slots__ = ("raw", "root", "prefix", "_raw_utf8", "_raw_root", "_root_utf8", "_prefix_utf8", "_text",
-                 "_grammars", "_lock", "__weakref__")
+                 "_grammars", "_masked", "_lock", "sampler", "__weakref__")
 
     def __init__(self, raw: str, prefix: str, raw_root: str = "root") -> None:
         self.raw = raw
@@ -83,7 +83,11 @@ class Piece:
         self._prefix_utf8 = ffi.new("char[]", prefix.encode("utf-8"))
         self._text: Optional[str] = None
         self._grammars: Dict[bytes, object] = {}  # follow set -> native handle (insertion order: oldest first)
+        self._masked: Set[Tuple[bytes, int]] = set()  # (follow set, vocabulary) whose masks are computed ahead
         self._lock = threading.Lock()
+        # texts a call of the piece is likely to be (its masks are computed ahead
+        # along them), made when asked: a callable, or None
+        self.sampler: Optional[Callable[[], Tuple[bytes, ...]]] = None
 
     @property
     def text(self) -> str:
@@ -114,6 +118,15 @@ class Piece:
             hit = self._grammars.get(guess) or next(reversed(self._grammars.values()), None)
         return hit if hit is not None else self.handle(guess)
 
+    def claim_masks(self, follow: bytes, vocab: int) -> bool:
+        """Whether the masks of the grammar for ``follow`` on vocabulary ``vocab`` (its
+        native address) are still to be computed ahead -- True once: the caller does it."""
+        with self._lock:
+            if (follow, vocab) in self._masked:
+                return False
+            self._masked.add((follow, vocab))
+            return True
+
     def memory_bytes(self) -> int:
         with self._lock:
             handles = list(self._grammars.values())
@@ -123,9 +136,10 @@ class Piece:
 class _LinkedGrammar(Grammar):
     """A grammar :func:`link` made: its EBNF source is written out when asked for."""
 
-    def __init__(self, handle, text: str, pieces: List[Piece], root: str) -> None:
+    def __init__(self, handle, text: str, pieces: List[Piece], root: str, linked: List[Tuple[Piece, bytes, object]]) -> None:
         self._handle = handle
         self._root = root
+        self.linked = linked  # each piece with the follow set and native grammar linked in
         self._parts: Optional[Tuple[str, List[Piece]]] = (text, pieces)
         self._text: Optional[str] = None
 
@@ -163,4 +177,8 @@ def link(text: str, pieces: List[Piece], guesses: List[bytes], root: str = "root
     else:  # (the second call has what the first asked for: the pieces' FIRST sets do not change)
         raise InternalError("linking did not settle on the pieces' follow sets")
     handle = ffi.gc(out[0], lib.xg2_grammar_free, size=int(lib.xg2_grammar_memory_bytes(out[0])))
-    return _LinkedGrammar(handle, text, pieces, root)
+    linked = []
+    for p, h in zip(pieces, handles):
+        lib.xg2_grammar_root_follow(h, have)
+        linked.append((p, bytes(have), h))
+    return _LinkedGrammar(handle, text, pieces, root, linked)

@@ -198,6 +198,13 @@ class GrammarMatcher:
         self._max_history = history
         self._compiled = compiled_grammar
         self._words = (compiled_grammar.tokenizer_info.vocab_size + 31) // 32
+        # the compiled grammar, while its background work waits for a first mask
+        self._pending: Optional[CompiledGrammar] = compiled_grammar if compiled_grammar._deferred else None
+
+    def _start_background(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending._start_deferred()
 
     @property
     def compiled_grammar(self) -> CompiledGrammar:
@@ -245,6 +252,8 @@ class GrammarMatcher:
         view = _view(bitmask, self._words, state)
         need = state.cell
         check(lib.xg2_matcher_fill_mask(self._handle, view.row(index), self._words, need))
+        if self._pending is not None:
+            self._start_background()
         return bool(need[0])
 
     def traverse_draft_tree(
@@ -413,6 +422,7 @@ class BatchGrammarMatcher:
         if indices is not None and len(indices) != len(matchers):
             raise InvalidArgumentError(f"{len(indices)} indices for {len(matchers)} matchers")
         last_batch, handles = self._last
+        starting: Tuple[GrammarMatcher, ...] = ()  # (a matcher's first fill is in a batch new to this one)
         if matchers != last_batch:  # identity per element: GrammarMatcher has no __eq__
             if any(not isinstance(m, GrammarMatcher) for m in matchers):
                 raise InvalidArgumentError("every element of matchers must be a GrammarMatcher")
@@ -420,6 +430,7 @@ class BatchGrammarMatcher:
                 raise InvalidArgumentError("the same matcher appears twice in the batch")
             handles = ffi.new("xg2_matcher *[]", [m._handle for m in matchers])
             self._last = (matchers, handles)
+            starting = tuple(m for m in matchers if m._pending is not None)
         words = matchers[0]._words
         view = _view(bitmask, words)
         if view.rows > 1 and view.stride != 4 * words:
@@ -434,6 +445,8 @@ class BatchGrammarMatcher:
                 raise InvalidArgumentError(f"indices holds {bad}, out of range for a bitmask of {rows} rows")
             idx = ffi.new("int32_t[]", ids)
         check(lib.xg2_batch_fill_masks(handles, len(matchers), first, rows, words, idx, self._threads))
+        for m in starting:
+            m._start_background()
 
     @staticmethod
     def batch_accept_token(matchers: Sequence[GrammarMatcher], tokens: Sequence[int],

@@ -29,3 +29,14 @@ def mistral(tmp_path_factory):
 @pytest.fixture(scope="session", params=["deepseek", "mistral"])
 def vocab(request):
     return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _no_background_work_of_earlier_tests():
+    """A compile's background precompute (GrammarCompiler(precompute_pieces=True), the
+    default) runs after its first mask; a test starts once the earlier tests' work is
+    done, so that it does not run beside (and into the counts of) this one."""
+    from xg2_plugin.compiler import _background_idle
+
+    _background_idle(timeout=600)
+    yield

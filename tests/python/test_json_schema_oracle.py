@@ -312,9 +312,10 @@ def test_precomputed_masks_are_exact_and_used(deepseek):
         comp.clear_cache()
         name, schema, inst = _get_cases()[1]
         compiled = comp.compile_json_schema(schema, strict_mode=False)
+        assert compiled.precompute_future is None  # (not before a first mask: that fill goes first)
+        check_instance(deepseek, schema, inst, [7, 1], f"precompute {name}", compiler=comp)
         future = compiled.precompute_future
         assert future is not None
-        check_instance(deepseek, schema, inst, [7, 1], f"precompute {name}", compiler=comp)
         done = future.result(timeout=120)
         assert 0 < done <= 64
         before = comp.get_mask_cache_stats()
@@ -359,7 +360,9 @@ def test_precompute_stops_at_its_time_budget(deepseek):
     assert comp.get_mask_cache_stats()["misses"] == misses + total  # each state computed once in all
     background = xgr.GrammarCompiler(info, precompute_states=10_000, precompute_ms=60_000)
     background.clear_cache()
-    assert background.compile_json_schema(schema, any_whitespace=False).precompute_future.result(timeout=120) > 0
+    compiled = background.compile_json_schema(schema, any_whitespace=False)
+    fill(xgr.GrammarMatcher(compiled), info.vocab_size)  # (the first mask starts it)
+    assert compiled.precompute_future.result(timeout=120) > 0
 
 
 

@@ -95,7 +95,7 @@ def test_names_seen_before_are_looked_up(deepseek):
     """Two tool sets that differ by one name: the second's first mask after the
     trigger finds the names of the first in the cache (one entry each), so it
     counts a cache hit per old name."""
-    compiler = xgr.GrammarCompiler(deepseek.info)
+    compiler = xgr.GrammarCompiler(deepseek.info, precompute_pieces=False)  # (counts: no background work)
     ids = deepseek.encode("Sure. <function=")
 
     def first_mask_after_trigger(names):
@@ -133,7 +133,7 @@ def test_a_shared_prefix_is_one_literal_for_every_tool_set(deepseek):
     each)."""
     import random
 
-    compiler = xgr.GrammarCompiler(deepseek.info)
+    compiler = xgr.GrammarCompiler(deepseek.info, precompute_pieces=False)  # (counts: no background work)
     prefix = "route=functions."
     rng = random.Random(2)
 
@@ -169,7 +169,7 @@ def test_a_special_token_trigger_calls_a_tag_rule(deepseek):
     across tool sets -- exact (mask bit = forked accept) at each state checked."""
     import random
 
-    compiler = xgr.GrammarCompiler(deepseek.info)
+    compiler = xgr.GrammarCompiler(deepseek.info, precompute_pieces=False)  # (counts: no background work)
     channel = deepseek.tok.convert_ids_to_tokens(128003)  # a special token of the vocabulary
     prefix = "commentary to=functions."
     rng = random.Random(3)

@@ -25,6 +25,7 @@ from ..grammar import ebnf_string_literal
 from ..linking import Piece, follow_of_strings, link, rename_rules
 from ..tokenizer import text_ids
 from . import formats as F
+from .sample_arguments import sample_arguments
 
 ANY_CHAR = "[\\0-\\U0010FFFF]"
 _MAX_NODES = 100_000  # formats in one tag (each is a few rules)
@@ -164,16 +165,27 @@ def json_schema_linked_piece(schema, path: str, follow: bytes, *, any_order=Fals
         hit = held[0] if held is not None else None
     if hit is not None:
         return hit
-    text = _json_ebnf(canonical_schema(schema, path), opts, path)
+    canon = canonical_schema(schema, path)
+    text = _json_ebnf(canon, opts, path)
     with _CACHE_LOCK:
         piece = _PIECE_BY_TEXT.get(text)
         if piece is None:
             piece = _PIECE_BY_TEXT[text] = Piece(text, f"js{hashlib.sha1(text.encode()).hexdigest()[:12]}_")
+            piece.sampler = lambda: sample_arguments_of(canon)
     if pending is not None:
         pending[key] = (piece, path, follow)
         return piece
     _check_piece(path, lambda: piece.handle(follow))
     return _cache_put(key, piece)
+
+
+def sample_arguments_of(canon: str) -> Tuple[bytes, ...]:
+    """Sample calls of a tool whose schema's canonical text is ``canon`` (see
+    :mod:`.sample_arguments`); none if the schema has none to give."""
+    try:
+        return sample_arguments(json.loads(canon))
+    except (ValueError, TypeError, RecursionError):
+        return ()
 
 
 def build_pending(pending: dict) -> None:
