@@ -15,6 +15,13 @@ cold process), one thread, engines alternating between cells.
 
 Compile = time to first mask (compile the tag, make a matcher, fill the first mask); per token =
 fill + accept. LLGuidance gets the same tags through its `StructTag.to_grammar` (lazy lexemes).
+Work an engine does in the background after the first mask (xg2: the masks of the tools it meets
+for the first time, `GrammarCompiler(precompute_pieces=True)`, its default) overlaps the prefill
+of the request's prompt in a server: it is waited for, untimed, before the first token, and its
+wall time reported ("background"); `--no-prefill` starts the tokens at once instead, the
+background work racing them (a prompt with no prefill time at all).  `--prefill-evict MB` makes
+every engine's worker write MB of memory there, untimed: what a prefill does to the CPU's caches
+in a serving loop, so that no engine's first token finds them as its compile left them.
 """
 
 from __future__ import annotations
@@ -109,13 +116,24 @@ class XGrammarAPI:
             self.info = make(module, tok)
         else:
             self.info = module.TokenizerInfo.from_huggingface(tok)
-        self.compiler = module.GrammarCompiler(self.info, max_threads=1)
+        kwargs = {"precompute_pieces": False} if os.environ.get("XG2_TOOLS_NO_PRECOMPUTE") else {}
+        self.compiler = module.GrammarCompiler(self.info, max_threads=1, **kwargs)
         self.bitmask = module.allocate_token_bitmask(1, self.info.vocab_size)
         self.row = self.bitmask.numpy()[0]
         self.stop = list(self.info.stop_token_ids)
 
     def compile(self, tag):
-        return self.m.GrammarMatcher(self.compiler.compile_structural_tag(json.dumps(tag)))
+        self.compiled = self.compiler.compile_structural_tag(json.dumps(tag))
+        return self.m.GrammarMatcher(self.compiled)
+
+    def settle(self) -> Optional[float]:
+        """Wait for the background work of the last compile (xg2's precompute): its ms, or None."""
+        future = getattr(self.compiled, "precompute_future", None)
+        if future is None:
+            return None
+        t0 = time.perf_counter()
+        future.result()
+        return 1e3 * (time.perf_counter() - t0)
 
     def fill(self, matcher):
         matcher.fill_next_token_bitmask(self.bitmask)
@@ -158,6 +176,9 @@ class LLGuidance:
     def fill(self, matcher):
         matcher.unsafe_compute_mask_ptr(self.ptr, self.nbytes)
 
+    def settle(self) -> Optional[float]:
+        return None
+
     def accept(self, matcher, token):
         return matcher.consume_token(token)
 
@@ -180,8 +201,12 @@ def _allowed(row, token: int) -> bool:
     return bool((int(row[token >> 5]) >> (token & 31)) & 1)
 
 
-def run_cell(engine: str, tokenizer_path: str, reqs: List[Dict[str, Any]], conn) -> None:
+def run_cell(engine: str, tokenizer_path: str, reqs: List[Dict[str, Any]], conn, prefill: bool = True,
+             evict_mb: int = 0) -> None:
     """Worker: one engine, one cell, a fresh process."""
+    import numpy as np
+
+    junk = np.zeros(evict_mb << 17, dtype=np.int64)  # (evict_mb MB of int64)
     try:
         import torch
 
@@ -195,12 +220,13 @@ def run_cell(engine: str, tokenizer_path: str, reqs: List[Dict[str, Any]], conn)
     else:
         tok = common.load_hf_tokenizer(tokenizer_path)
     eng = make_engine(engine, tok)
-    compile_ms, token_us, errors = [], [], []
+    compile_ms, token_us, errors, background_ms = [], [], [], []
     clock = time.perf_counter
     for i, req in enumerate(reqs):
         if req.get("warmup"):  # untimed (with a text: walked, every mask filled)
             m = eng.compile(req["tag"])
             eng.fill(m)
+            eng.settle()
             for t in tok.encode(req["text"], add_special_tokens=False) if "text" in req else ():
                 if not eng.accept(m, t):
                     errors.append(f"warm-up: token {tok.decode([t])!r} rejected")
@@ -216,6 +242,12 @@ def run_cell(engine: str, tokenizer_path: str, reqs: List[Dict[str, Any]], conn)
             errors.append(f"request {i}: compile: {type(e).__name__}: {str(e)[:200]}")
             continue
         compile_ms.append(1e3 * (clock() - t0))
+        if prefill:  # (the prompt's prefill: the engine's background work overlaps it)
+            if evict_mb:
+                junk += 1
+            bg = eng.settle()
+            if bg is not None:
+                background_ms.append(bg)
         ok = True
         for k, t in enumerate(ids):
             if k and True:
@@ -241,13 +273,14 @@ def run_cell(engine: str, tokenizer_path: str, reqs: List[Dict[str, Any]], conn)
             eng.fill(m)
             if not any(_allowed(eng.row, s) for s in eng.stop):
                 errors.append(f"request {i}: the stop token is masked out at the end")
-    conn.send({"compile_ms": compile_ms, "token_us": token_us, "errors": errors})
+    conn.send({"compile_ms": compile_ms, "token_us": token_us, "errors": errors, "background_ms": background_ms})
 
 
-def run_isolated(engine, tokenizer_path, reqs, timeout: float) -> Dict[str, Any]:
+def run_isolated(engine, tokenizer_path, reqs, timeout: float, prefill: bool = True,
+                 evict_mb: int = 0) -> Dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
-    p = ctx.Process(target=run_cell, args=(engine, tokenizer_path, reqs, child))
+    p = ctx.Process(target=run_cell, args=(engine, tokenizer_path, reqs, child, prefill, evict_mb))
     p.start()
     child.close()
     if parent.poll(timeout):
@@ -281,7 +314,7 @@ def median_summary(runs: List[Dict[str, Optional[float]]]) -> Dict[str, Optional
 
 
 def summarize(res: Dict[str, Any]) -> Dict[str, Optional[float]]:
-    c, t = res["compile_ms"], res["token_us"]
+    c, t, b = res["compile_ms"], res["token_us"], res.get("background_ms", [])
     pc = common.percentile
     return {
         "compiled": len(c),
@@ -290,6 +323,8 @@ def summarize(res: Dict[str, Any]) -> Dict[str, Optional[float]]:
         "compile_p99": pc(c, 99) if c else None,
         "compile_rest_mean": sum(c[1:]) / (len(c) - 1) if len(c) > 1 else None,
         "compile_rest_max": max(c[1:]) if len(c) > 1 else None,
+        "background_first": b[0] if b else None,
+        "background_mean": sum(b) / len(c) if b and c else None,  # (over every request: most have none)
         "token_mean": sum(t) / len(t) if t else None,
         "token_p50": pc(t, 50) if t else None,
         "token_p99": pc(t, 99) if t else None,
@@ -317,8 +352,18 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each cell R times (each engine a fresh process each time, the engines' order "
                          "rotating); every figure is the median over the runs")
+    ap.add_argument("--no-prefill", action="store_true",
+                    help="start each request's tokens right after its first mask, not after the engine's "
+                         "background work (a prefill long enough for it)")
+    ap.add_argument("--prefill-evict", type=int, default=0, metavar="MB",
+                    help="after each first mask, every engine writes MB of memory, untimed (a prefill's effect "
+                         "on the CPU caches)")
+    ap.add_argument("--no-xg2-precompute", action="store_true",
+                    help="xg2 without its background work (GrammarCompiler(precompute_pieces=False))")
     ap.add_argument("--out")
     opts = ap.parse_args(argv)
+    if opts.no_xg2_precompute:
+        os.environ["XG2_TOOLS_NO_PRECOMPUTE"] = "1"  # (read by the spawned workers)
     engines = opts.engines.split(",")
     pool = bfcl_pool.load_pool(100)
     rows, problems = [], []
@@ -333,7 +378,7 @@ def main(argv=None) -> int:
                 runs: Dict[str, List[Dict[str, Optional[float]]]] = {eng: [] for eng in order}
                 for run in range(max(1, opts.repeat)):
                     for eng in order[run % len(order):] + order[:run % len(order)]:
-                        res = run_isolated(eng, vocab, reqs, opts.timeout)
+                        res = run_isolated(eng, vocab, reqs, opts.timeout, not opts.no_prefill, opts.prefill_evict)
                         runs[eng].append(summarize(res))
                         problems += [f"{eng} {fmt_name} {mode} N={n}: {e}" for e in res["errors"][:5]]
                 for eng in order:
@@ -341,12 +386,13 @@ def main(argv=None) -> int:
                     timed = sum(1 for r in reqs if not r.get("warmup"))
                     rows.append([fmt_name, mode, n, eng, f"{s['compiled']}/{timed}", fmt(s["compile_first"]),
                                  fmt(s["compile_mean"]), fmt(s["compile_p99"]), fmt(s["compile_rest_mean"]),
-                                 fmt(s["compile_rest_max"]),
+                                 fmt(s["compile_rest_max"]), fmt(s["background_first"]), fmt(s["background_mean"]),
                                  fmt(s["token_mean"]), fmt(s["token_p50"]), fmt(s["token_p99"]), fmt(s["token_max"]),
                                  s["errors"]])
                     print(" | ".join(str(x) for x in rows[-1]), flush=True)
     header = ["format", "tools", "N", "engine", "compiled", "compile first (ms)", "mean", "p99",
-              "mean after first", "max after first", "token mean (µs)", "p50", "p99", "max", "errors"]
+              "mean after first", "max after first", "background first (ms)", "mean", "token mean (µs)", "p50",
+              "p99", "max", "errors"]
     env = common.environment_summary()
     report = [f"## Tool calling under structural tags\n",
               f"Run: `tools.py {' '.join(argv if argv is not None else sys.argv[1:])}`  ",
@@ -354,7 +400,12 @@ def main(argv=None) -> int:
               f"A pool of {len(pool)} BFCL functions; {opts.requests} requests a cell; every token of each walked "
               "output checked against the mask"
               + (f"; each figure the median over {opts.repeat} runs of the cell (fresh processes)" if opts.repeat > 1
-                 else "") + ".\n",
+                 else "") + ". Background: the engine's work after the first mask (its mean over all requests), "
+              + ("not waited for: tokens start at once (--no-prefill)" if opts.no_prefill else
+                 "waited for, untimed, before the first token (the prompt's prefill overlaps it in a server)")
+              + (f"; every engine writes {opts.prefill_evict} MB there, untimed (the prefill's effect on the "
+                 "caches)" if opts.prefill_evict and not opts.no_prefill else "")
+              + ".\n",
               common.markdown_table(header, rows), ""]
     if problems:
         report += ["### Errors (first 5 per cell)\n"] + [f"- {p}" for p in problems]
