@@ -7,15 +7,14 @@ matcher first needs them, so compiling costs about as much as parsing.
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 import time
 import weakref
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Union
 
-from . import _budget
+from . import _background, _budget
 from ._errors import GrammarError, InvalidArgumentError, XG2Error, as_flag, as_index, check
 from ._native import ffi, lib
 from .grammar import Grammar
@@ -89,21 +88,6 @@ def _mask_limit_of(info: TokenizerInfo) -> _SharedLimit:
             shared = info._mask_limit = _SharedLimit(lambda b: check(lib.xg2_vocab_set_cache_limit(handle, b)))
         return shared
 
-_PRECOMPUTE_POOL: Optional[ThreadPoolExecutor] = None
-_PRECOMPUTE_LOCK = threading.Lock()
-
-
-def _forget_pool_in_child() -> None:
-    # a forked child has no background thread: the parent's executor would queue forever
-    global _PRECOMPUTE_POOL, _PRECOMPUTE_LOCK
-    _PRECOMPUTE_POOL = None
-    _PRECOMPUTE_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool_in_child)
-
-
 def _check_count(value, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidArgumentError(f"{what} must be an int >= 0, got {value!r}")
@@ -119,39 +103,31 @@ def _check_step_work(value) -> None:
         raise InvalidArgumentError(f"max_step_work must be an int >= 1 or None, got {value!r}")
 
 
-def _precompute_pool() -> ThreadPoolExecutor:
-    """One background thread for the whole process: precompute runs beside decoding,
-    and a compile must not pay for starting a thread."""
-    global _PRECOMPUTE_POOL
-    with _PRECOMPUTE_LOCK:
-        if _PRECOMPUTE_POOL is None:
-            _PRECOMPUTE_POOL = ThreadPoolExecutor(1, thread_name_prefix="xg2-precompute")
-        return _PRECOMPUTE_POOL
-
-
 _PIECES_MS = 250.0  # the background budget of a compile's new pieces when precompute_ms is None
 
 
-def _new_pieces(compiled: "CompiledGrammar") -> Optional[list]:
-    """For a grammar linked from pieces (a structural tag's JSON schemas), the native
-    grammars of those whose masks on its tokenizer nobody has computed ahead yet
-    (claimed: the caller computes them); None for any other grammar."""
-    linked = getattr(compiled.grammar, "linked", None)
-    if linked is None:
-        return None
+def _new_pieces(compiled: "CompiledGrammar") -> list:
+    """The pieces linked into ``compiled`` (a structural tag's JSON schemas) whose
+    masks on its tokenizer nobody has computed ahead yet, with their native grammars
+    (claimed: the caller computes them)."""
     vocab = int(ffi.cast("uintptr_t", compiled.tokenizer_info._handle))
-    return [(piece, handle) for piece, follow, handle in linked if piece.claim_masks(follow, vocab)]
+    follow = ffi.new("uint8_t[32]")
+    out = []
+    for piece, handle in compiled.grammar.linked:
+        lib.xg2_grammar_root_follow(handle, follow)
+        if piece.claim_masks(bytes(follow), vocab):
+            out.append((piece, handle))
+    return out
 
 
-def _precompute(compiled: "CompiledGrammar", pieces: Optional[list], max_states: int,
-                max_ms: Optional[float]) -> int:
-    """The background precompute of a compile.  For a linked grammar (``pieces`` not
-    None): its new pieces' states along their sample calls (or, without samples,
-    all states reached by plain text), each on its own grammar (a piece's states
-    keep their mask keys when linked, so once serves every tool set it comes in),
-    then the linked grammar's own states (the tag's: its tool names by their
-    literals); ``max_ms`` (None: ``_PIECES_MS``) for all of it.  Then up to
-    ``max_states`` states of the whole grammar."""
+def _precompute(compiled: "CompiledGrammar", pieces: bool, max_states: int, max_ms: Optional[float]) -> int:
+    """The background precompute of a compile.  For a linked grammar (``pieces``):
+    its new pieces' states along their sample calls (or, without samples, all
+    states reached by plain text), each on its own grammar (a piece's states keep
+    their mask keys when linked, so once serves every tool set it comes in), then
+    the linked grammar's own states (the tag's: its tool names by their literals);
+    ``max_ms`` (None: ``_PIECES_MS``) for all of it.  Then up to ``max_states``
+    states of the whole grammar."""
     deadline = time.monotonic() + (max_ms if max_ms is not None else _PIECES_MS) / 1e3
     done = ffi.new("int32_t *")
     total = 0
@@ -159,9 +135,9 @@ def _precompute(compiled: "CompiledGrammar", pieces: Optional[list], max_states:
     def left_ns() -> int:
         return max(0, int((deadline - time.monotonic()) * 1e9))
 
-    if pieces is not None:
+    if pieces:
         out = ffi.new("xg2_compiled **")
-        for piece, handle in pieces:
+        for piece, handle in _new_pieces(compiled):
             if not left_ns():
                 break
             try:  # (a piece whose walk fails -- a fill over its work limit -- is left to the fills)
@@ -182,15 +158,6 @@ def _precompute(compiled: "CompiledGrammar", pieces: Optional[list], max_states:
     if max_states:
         total += compiled.precompute(max_states, None if max_ms is None else left_ns() / 1e6)
     return total
-
-
-def _background_idle(timeout: Optional[float] = None) -> None:
-    """Wait until the background thread has done all it was given so far (tests that
-    count the mask cache's misses do not want another test's work in their counts)."""
-    with _PRECOMPUTE_LOCK:
-        pool = _PRECOMPUTE_POOL
-    if pool is not None:
-        pool.submit(lambda: None).result(timeout)
 
 
 class CompiledGrammar:
@@ -325,20 +292,23 @@ class GrammarCompiler:
         ``-1`` selects the default (512 MiB): the caches are never unbounded.
     precompute_states
         After each new compile, compute the token masks of this many automaton
-        states (nearest the start first) in a background thread, without the GIL,
-        so an engine overlaps that work with prefill; 0 (default) computes masks
-        only when a matcher first needs them.  The work is exposed as
-        :attr:`CompiledGrammar.precompute_future`.
+        states (nearest the start first) in the process's background thread,
+        without the GIL, started by the first mask a matcher of the grammar fills
+        (that fill is on the request's critical path; the prefill an engine runs
+        next hides the work); 0 (default) computes masks only when a matcher first
+        needs them.  The work is exposed as :attr:`CompiledGrammar.precompute_future`.
     precompute_ms
         A time budget for that work, in milliseconds from when it starts (the
         prefill it overlaps with); None (default): until ``precompute_states``.
     precompute_pieces
-        Whether a structural tag's JSON-schema pieces (a tool's arguments) met for
-        the first time with this tokenizer get the token masks of all their states
-        computed in that background thread right after the compile (once per piece
-        and tokenizer; within ``precompute_ms``, else 250 ms a compile), so that a
-        call of a tool is a run of cache hits rather than first masks.  Default
-        True.  The work is part of :attr:`CompiledGrammar.precompute_future`.
+        Whether the tools a structural tag meets for the first time with this
+        tokenizer (its JSON-schema pieces) get the token masks a call of them
+        passes through computed in that background thread: along two sample calls
+        of each tool's schema, once per tool and tokenizer (~0.2 MB of masks a
+        BFCL tool), then the tag's own states (its tool names); within
+        ``precompute_ms``, else 250 ms a compile.  A call of a tool is then a run
+        of cache hits rather than first masks.  Default True.  The work is part of
+        :attr:`CompiledGrammar.precompute_future`.
     compile_time_limit_ms
         Time limit of one compile (front-end and core), in milliseconds; past it the
         compile raises ``LimitExceededError`` naming the limit and where it was hit,
@@ -546,10 +516,10 @@ class GrammarCompiler:
                     return hit[0]
         with _budget.compile_budget(time_limit_ms, memory_limit_bytes):
             compiled = CompiledGrammar(make_grammar(), self._tokenizer_info, self._max_step_work)
-        pieces = _new_pieces(compiled) if self._precompute_pieces else None
-        if pieces is not None or self._precompute_states:
+        pieces = self._precompute_pieces and hasattr(compiled.grammar, "linked")
+        if pieces or self._precompute_states:
             states, ms = self._precompute_states, self._precompute_ms
-            compiled._deferred = lambda: _precompute_pool().submit(_precompute, compiled, pieces, states, ms)
+            compiled._deferred = lambda: _background.submit(_precompute, compiled, pieces, states, ms)
         if self._cache_enabled:
             size = compiled.memory_size_bytes
             with self._lock:

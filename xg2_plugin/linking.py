@@ -136,10 +136,10 @@ class Piece:
 class _LinkedGrammar(Grammar):
     """A grammar :func:`link` made: its EBNF source is written out when asked for."""
 
-    def __init__(self, handle, text: str, pieces: List[Piece], root: str, linked: List[Tuple[Piece, bytes, object]]) -> None:
+    def __init__(self, handle, text: str, pieces: List[Piece], root: str, linked: List[Tuple[Piece, object]]) -> None:
         self._handle = handle
         self._root = root
-        self.linked = linked  # each piece with the follow set and native grammar linked in
+        self.linked = linked  # each piece with the native grammar linked in (its follow set's)
         self._parts: Optional[Tuple[str, List[Piece]]] = (text, pieces)
         self._text: Optional[str] = None
 
@@ -177,8 +177,4 @@ def link(text: str, pieces: List[Piece], guesses: List[bytes], root: str = "root
     else:  # (the second call has what the first asked for: the pieces' FIRST sets do not change)
         raise InternalError("linking did not settle on the pieces' follow sets")
     handle = ffi.gc(out[0], lib.xg2_grammar_free, size=int(lib.xg2_grammar_memory_bytes(out[0])))
-    linked = []
-    for p, h in zip(pieces, handles):
-        lib.xg2_grammar_root_follow(h, have)
-        linked.append((p, bytes(have), h))
-    return _LinkedGrammar(handle, text, pieces, root, linked)
+    return _LinkedGrammar(handle, text, pieces, root, list(zip(pieces, handles)))

@@ -36,7 +36,7 @@ def _no_background_work_of_earlier_tests():
     """A compile's background precompute (GrammarCompiler(precompute_pieces=True), the
     default) runs after its first mask; a test starts once the earlier tests' work is
     done, so that it does not run beside (and into the counts of) this one."""
-    from xg2_plugin.compiler import _background_idle
+    from xg2_plugin import _background
 
-    _background_idle(timeout=600)
+    _background.idle(timeout=600)
     yield

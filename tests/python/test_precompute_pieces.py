@@ -119,8 +119,10 @@ def test_each_tool_is_computed_ahead_once_per_vocabulary(two_vocabs):
     compiler = xgr.GrammarCompiler(ahead_vocab.info)
     first, new = background_misses(compiler, tools[:4])
     vocab_id = int(ffi.cast("uintptr_t", ahead_vocab.info._handle))
-    for piece, follow, _ in first.grammar.linked:
-        assert not piece.claim_masks(follow, vocab_id), "a tool is left to be computed ahead again"
+    follow = ffi.new("uint8_t[32]")
+    for piece, handle in first.grammar.linked:
+        lib.xg2_grammar_root_follow(handle, follow)
+        assert not piece.claim_masks(bytes(follow), vocab_id), "a tool is left to be computed ahead again"
     # the same tools in another order: a new grammar, its pieces done already
     _, again = background_misses(compiler, tools[:4][::-1])
     assert again * 4 < new, (again, new)
