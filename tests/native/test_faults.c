@@ -396,6 +396,44 @@ TEST(fill_mask) {
     fprintf(stderr, "  %ld failing budgets\n", total);
 }
 
+/* Masks computed ahead (precompute.c), along the document and breadth-first
+ * (fans by their literals, with the piece and plain-text flags), under every
+ * budget on fresh objects (an empty mask cache): a failed call says NOMEM,
+ * and a matcher's masks along the walk afterwards are the reference's. */
+#define TEXT_BYTES 40 /* (of json_doc: a sweep walks it once per budget) */
+TEST(precompute) {
+    reference();
+    long total = 0;
+    for (int how = 0; how < 3; how++) {
+        long budget;
+        for (budget = 0; budget < MAX_BUDGET; budget++) {
+            fixture f = fixture_new(0);
+            int32_t done = -1;
+            faults_on(budget);
+            int rc = how == 0   ? xg2_compiled_precompute_text(f.c, json_doc, TEXT_BYTES, -1, &done)
+                     : how == 1 ? xg2_compiled_precompute(f.c, -1, -1, &done)
+                                : xg2_compiled_precompute_states(f.c, -1, -1, XG2_PRECOMPUTE_OWN | XG2_PRECOMPUTE_PLAIN,
+                                                                 &done);
+            faults_off();
+            if (rc != XG2_OK) CHECK_NOMEM(rc, "xg2_compiled_precompute*", budget);
+            for (int j = 0; j < n_walk; j++) {
+                CHECKF(mask_is(f.m, j), "way %d: mask after step %d differs once a precompute ran under %ld faults", how,
+                       j, budget);
+                int acc = 0;
+                xg2_matcher_accept_token(f.m, walk[j], &acc);
+            }
+            fixture_free(&f);
+            if (rc == XG2_OK) {
+                CHECKF(how != 0 || done == TEXT_BYTES + 1, "the walk filled %d masks", done);
+                break;
+            }
+        }
+        CHECK(budget < MAX_BUDGET);
+        total += budget;
+    }
+    fprintf(stderr, "  %ld failing budgets\n", total);
+}
+
 /* The first fill after a trigger whose tags' names are a choice of literals
  * (its mask the union of one cache entry per name, literal_fans.c): under every
  * budget, on fresh objects (an empty mask cache), a failed fill says NOMEM, and
@@ -777,7 +815,7 @@ TEST(token_edges) {
 
 int main(int argc, char **argv) {
     int rc = RUN_TESTS(argc, argv, T_(vocab_new), T_(grammar_from_ebnf), T_(grammar_print), T_(compiled_and_matcher_new),
-                       T_(accept_token), T_(accept_bytes), T_(fill_mask), T_(fan_fill), T_(fork_matcher), T_(jump_forward), T_(batch_fill),
+                       T_(accept_token), T_(accept_bytes), T_(fill_mask), T_(precompute), T_(fan_fill), T_(fork_matcher), T_(jump_forward), T_(batch_fill),
                        T_(lookahead_guards), T_(token_edges));
     faults_off();
     free(ref_mask);

@@ -303,7 +303,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         n_compiled++;
         int32_t done = 0;
         CALL(xg2_compiled_precompute(c, 4, -1, &done));
+        CALL(xg2_compiled_precompute_states(c, 4, -1, XG2_PRECOMPUTE_OWN | XG2_PRECOMPUTE_PLAIN, &done));
         script s = {nul ? nul + 1 : data + size, nul ? size - glen - 1 : 0, 0};
+        /* the script's first bytes as a sample text: masks filled along it, up to a refusal */
+        size_t sample = s.n < 32 ? s.n : 32;
+        CALL(xg2_compiled_precompute_text(c, (const char *)s.p, sample, -1, &done));
+        if ((size_t)done > sample + 1) FIND("precompute_text filled %d masks for %zu bytes", done, sample);
         run_script(c, &s);
         xg2_compiled_free(c);
     }
