@@ -183,3 +183,18 @@ def test_samples_are_valid_calls_of_real_tools():
             except jsonschema.ValidationError:
                 pass
     assert valid == total, f"{total - valid} of {total} samples invalid"
+
+
+def test_odd_schemas_give_samples_or_none_never_an_error():
+    from xg2_plugin.structural_tag.convert import sample_arguments_of
+
+    odd = [{"type": "integer", "minimum": 10**400}, {"type": "object", "required": 5, "properties": {"a": {}}},
+           {"$ref": "#/items/0", "items": [1]}, {"type": "array", "minItems": 10**9, "items": {"type": "string"}},
+           {"enum": []}, {"type": 5}, {"anyOf": []}, {"$ref": "#"}, {"properties": []}, [], "x", None,
+           {"type": "number", "maximum": float("inf")}]
+    for schema in odd:
+        got = sample_arguments_of(json.dumps(schema))
+        assert isinstance(got, tuple) and all(isinstance(t, bytes) and len(t) <= 4096 for t in got), schema
+    # a self-referencing schema stops at the depth limit; a long array is cut to four items
+    assert sample_arguments_of(json.dumps({"$ref": "#"})) == ()
+    assert sample_arguments_of(json.dumps(odd[3]))[0] == b'["a b", "a b", "a b", "a b"]'
