@@ -173,10 +173,11 @@ class CompiledGrammar:
         self._tokenizer_info = tokenizer_info
         self._max_step_work = max_step_work
         self._precompute_future: "Optional[Future[int]]" = None
-        # the compiler's background work, started by the first mask a matcher fills
-        # (GrammarMatcher._start_background): not beside that fill, which is on the
-        # request's critical path, but beside the prefill that follows it
-        self._deferred: "Optional[Callable[[], Future[int]]]" = None
+        # the compiler's background work (_precompute's arguments after this grammar),
+        # started by the first mask a matcher fills (GrammarMatcher._start_background):
+        # not beside that fill, which is on the request's critical path, but beside the
+        # prefill that follows it.  (Arguments, not a closure: that would be a cycle.)
+        self._deferred: Optional[Tuple[bool, int, Optional[float]]] = None
         self._deferred_lock = threading.Lock()
 
     @property
@@ -225,9 +226,9 @@ class CompiledGrammar:
 
     def _start_deferred(self) -> None:
         with self._deferred_lock:
-            job, self._deferred = self._deferred, None
-            if job is not None:
-                self._precompute_future = job()
+            args, self._deferred = self._deferred, None
+            if args is not None:
+                self._precompute_future = _background.submit(_precompute, self, *args)
 
 
     # ---- serialization (see xg2_plugin.serialization) ----
@@ -518,8 +519,7 @@ class GrammarCompiler:
             compiled = CompiledGrammar(make_grammar(), self._tokenizer_info, self._max_step_work)
         pieces = self._precompute_pieces and hasattr(compiled.grammar, "linked")
         if pieces or self._precompute_states:
-            states, ms = self._precompute_states, self._precompute_ms
-            compiled._deferred = lambda: _background.submit(_precompute, compiled, pieces, states, ms)
+            compiled._deferred = (pieces, self._precompute_states, self._precompute_ms)
         if self._cache_enabled:
             size = compiled.memory_size_bytes
             with self._lock:
