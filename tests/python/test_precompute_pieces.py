@@ -111,8 +111,8 @@ def test_each_tool_is_computed_ahead_once_per_vocabulary(two_vocabs):
     def background_misses(compiler, tag_tools):
         compiled = compiler.compile_structural_tag(json.dumps(_tag(tag_tools)))
         assert compiled.precompute_future is None  # (started by the first mask, not by the compile)
+        before = compiler.get_mask_cache_stats()["misses"]  # (before the fill: the work may end before it returns)
         fill(xgr.GrammarMatcher(compiled), compiler.tokenizer_info.vocab_size)
-        before = compiler.get_mask_cache_stats()["misses"]
         assert compiled.precompute_future.result(timeout=300) > 0
         return compiled, compiler.get_mask_cache_stats()["misses"] - before
 
