@@ -125,24 +125,3 @@ def test_tokens_that_run_out_of_a_tag_into_free_text(deepseek):
     # and a trigger inside such a token is the tag's start again
     assert m.accept_string(">\n<function=al")
     _check_every_token(deepseek, m)
-
-
-def test_free_text_of_nearly_every_token_is_kept_as_runs(deepseek):
-    """Free text before a trigger of several bytes accepts nearly every token: its
-    cache entry holds a few runs of ids (pool.h), not a vocabulary-wide bitset, and
-    the mask it gives is exact for every token (the runs' ends: the special and
-    padding ids past the last ordinary one)."""
-    from xg2_plugin._native import lib
-
-    compiler = xgr.GrammarCompiler(deepseek.info, precompute_pieces=False)
-    compiler.clear_cache()
-    before = int(lib.xg2_vocab_cache_bytes(deepseek.info._handle))
-    tag = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<function="], "tags": [
-        {"type": "tag", "begin": f"<function={n}>", "content": {"type": "const_string", "value": n},
-         "end": "</function>"} for n in ("alpha", "beta")]}}
-    m = xgr.GrammarMatcher(compiler.compile_structural_tag(json.dumps(tag)))
-    assert m.accept_string("Plain text, no tag yet")
-    bits = _check_every_token(deepseek, m)
-    held = int(lib.xg2_vocab_cache_bytes(deepseek.info._handle)) - before
-    assert bits.sum() > deepseek.vocab_size * 0.9
-    assert held < 2048, f"{held} bytes of masks for free text (a bitset would be {deepseek.vocab_size // 8})"
