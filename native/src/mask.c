@@ -371,11 +371,6 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
         wrote = 1;
     }
     if (!wrote) memset(row, 0, words * sizeof(uint32_t));
-    for (uint32_t j = 0; j < n_ent; j++)
-        if (held[j].e->runs) {
-            xg2__runs_or(row, words, held[j].e->runs, held[j].e->n_runs, NULL);
-            wrote = 1;
-        }
     /* A fan's union, when it is all the fill holds, is kept for the next time:
      * its accepted tokens as they are first set (so once each). */
     int keep_union = n_unions == 1 && one_union.first == 0 && one_union.end == n_ent && !wrote;

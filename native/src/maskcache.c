@@ -1110,33 +1110,6 @@ static int walk_from(const walker *base, const xg2_vocab *v, uint32_t q0, uint32
     return walk(&w, t, acc, unc);
 }
 
-/* The runs of set bits in a[0 .. words), counted up to `stop`. */
-static uint32_t count_runs(const uint32_t *a, size_t words, uint32_t stop) {
-    uint32_t n = 0, carry = 0;
-    for (size_t i = 0; i < words && n < stop; i++) {
-        uint32_t x = a[i];
-        n += (uint32_t)__builtin_popcount(x & ~((x << 1) | carry));
-        carry = x >> 31;
-    }
-    return n;
-}
-
-/* Those runs as [lo, hi) pairs of ids into out (2 per run). */
-static void fill_runs(const uint32_t *a, size_t words, uint32_t *out) {
-    uint32_t k = 0;
-    int in = 0;
-    for (size_t i = 0; i < words; i++) {
-        uint32_t x = a[i];
-        if (x == (in ? ~0u : 0u)) continue;
-        for (uint32_t b = 0; b < 32; b++)
-            if ((int)((x >> b) & 1) != in) {
-                out[k++] = (uint32_t)(i * 32 + b);
-                in = !in;
-            }
-    }
-    if (in) out[k++] = (uint32_t)(words * 32);
-}
-
 /* Words i and i + 1 of a bitset of `words` 32-bit words, as one 64-bit word
  * (bit k of word i is bit k). */
 static inline uint64_t acc_pair(const uint32_t *a, size_t words, size_t i) {
@@ -1234,8 +1207,6 @@ static int walk_near_bound(walker *w, const xg2_vocab *v, const xg2_item *it, co
 #define IS_LONG(t) (lt->bits[(t) >> 5] >> ((t) & 31) & 1)
     if (far_e->bits) {
         for (size_t i = 0; i < v->words; i++) acc[i] |= far_e->bits[i] & ~lt->bits[i];
-    } else if (far_e->runs) {
-        xg2__runs_or(acc, v->words, far_e->runs, far_e->n_runs, lt->bits);
     } else {
         for (uint32_t i = 0; i < far_e->n_acc; i++)
             if (!IS_LONG(far_e->acc[i])) acc[far_e->acc[i] >> 5] |= 1u << (far_e->acc[i] & 31);
@@ -1356,8 +1327,6 @@ static int walk_from_start(walker *w, const xg2_vocab *v, uint32_t q0, const xg2
             for (uint32_t k = t->nodes[i].tok_begin; k < t->nodes[i].tok_end; k++) mine[t->ids[k] >> 5] |= 1u << (t->ids[k] & 31);
     if (se->bits)
         for (size_t i = 0; i < v->words; i++) acc[i] = se->bits[i] & ~mine[i];
-    else if (se->runs)
-        xg2__runs_or(acc, v->words, se->runs, se->n_runs, mine);
     else
         for (uint32_t i = 0; i < se->n_acc; i++)
             if (!MINE(se->acc[i])) acc[se->acc[i] >> 5] |= 1u << (se->acc[i] & 31);
@@ -1494,13 +1463,7 @@ static int compute(const xg2_grammar *g, const xg2_vocab *v, const xg2_item *it,
             for (uint64_t x = acc_pair(acc, words, i); x; x &= x - 1)
                 e->acc[e->n_acc++] = (int32_t)(i * 32 + (uint32_t)__builtin_ctzll(x));
         e->bytes = sizeof(int32_t) * n_acc;
-    } else if ((e->n_runs = count_runs(acc, words, XG2_RUNS_MAX + 1)) <= XG2_RUNS_MAX) {
-        e->runs = xg2__malloc(sizeof(uint32_t) * 2 * (e->n_runs ? e->n_runs : 1));
-        if (!e->runs) { xg2__free(e); return XG2_NOMEM(); }
-        fill_runs(acc, words, e->runs);
-        e->bytes = sizeof(uint32_t) * 2 * e->n_runs;
     } else {
-        e->n_runs = 0;
         e->bits = xg2__malloc(sizeof(uint32_t) * words);
         if (!e->bits) { xg2__free(e); return XG2_NOMEM(); }
         memcpy(e->bits, acc, sizeof(uint32_t) * words);

@@ -6,7 +6,6 @@
 void xg2__mask_entry_free(xg2_mask_entry *e) {
     if (!e) return;
     xg2__free(e->bits);
-    xg2__free(e->runs);
     xg2__free(e->acc);
     xg2__free(e->unc);
     xg2__free(e->unc_off);

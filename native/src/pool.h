@@ -38,12 +38,6 @@ struct xg2_mask_entry {
      * that follow unc_off[n_unc] -- else NULL.  A fill reads them in one pass
      * instead of scattered over the vocabulary (cold in a serving loop). */
     uint32_t *unc_off;
-    /* ... or (bits and acc NULL) as runs of ids, [runs[2k], runs[2k + 1]) for k < n_runs:
-     * a mask of nearly every token (free text after a special-token trigger) is a
-     * run or two, where its bitset is the whole vocabulary's width (25 KB for
-     * o200k, read cold at a first fill after a prefill) */
-    uint32_t *runs;
-    uint32_t n_runs;
     size_t bytes;   /* memory held */
     xg2_mask_entry *prev, *next; /* the list, most recently inserted or spared first */
 };
@@ -93,25 +87,6 @@ XG2_HIDDEN int xg2__mask_entry_set_unc(xg2_mask_entry *e, const int32_t *ids, ui
  * an allocation failed. */
 XG2_HIDDEN xg2_mask_entry *xg2__mask_entry_new(const int32_t *acc, uint32_t n_acc, const int32_t *unc, uint32_t n_unc,
                                                const char *bytes, const uint32_t *off);
-
-/* Entries with at most this many runs of accepted ids keep them as runs. */
-#define XG2_RUNS_MAX 16
-
-/* row |= the ids of runs[0 .. 2 n) (see xg2_mask_entry.runs), less those in `except`
- * (NULL: none); row has `words` words. */
-static inline void xg2__runs_or(uint32_t *row, size_t words, const uint32_t *runs, uint32_t n, const uint32_t *except) {
-    for (uint32_t r = 0; r < n; r++) {
-        uint32_t lo = runs[2 * r], hi = runs[2 * r + 1], wl = lo >> 5, wh = hi >> 5;
-        if (wl == wh) {
-            uint32_t m = ((1u << (hi & 31)) - 1) & (~0u << (lo & 31));
-            row[wl] |= except ? m & ~except[wl] : m;
-            continue;
-        }
-        row[wl] |= except ? (~0u << (lo & 31)) & ~except[wl] : ~0u << (lo & 31);
-        for (uint32_t w = wl + 1; w < wh; w++) row[w] = except ? row[w] | ~except[w] : ~0u;
-        if ((hi & 31) && wh < words) row[wh] |= except ? ((1u << (hi & 31)) - 1) & ~except[wh] : (1u << (hi & 31)) - 1;
-    }
-}
 
 XG2_HIDDEN void xg2__pool_set_limit(xg2_pool *p, size_t limit);
 XG2_HIDDEN void xg2__pool_clear(xg2_pool *p);
