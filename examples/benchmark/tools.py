@@ -102,7 +102,7 @@ def _sample(rng, pool, n):
 class XGrammarAPI:
     """xgrammar and xg2_plugin: the same Python API."""
 
-    def __init__(self, module, tok):
+    def __init__(self, module, tok, **compiler_options):
         import harmony_vocab
 
         self.m = module
@@ -116,8 +116,7 @@ class XGrammarAPI:
             self.info = make(module, tok)
         else:
             self.info = module.TokenizerInfo.from_huggingface(tok)
-        kwargs = {"precompute_pieces": False} if os.environ.get("XG2_TOOLS_NO_PRECOMPUTE") else {}
-        self.compiler = module.GrammarCompiler(self.info, max_threads=1, **kwargs)
+        self.compiler = module.GrammarCompiler(self.info, max_threads=1, **compiler_options)
         self.bitmask = module.allocate_token_bitmask(1, self.info.vocab_size)
         self.row = self.bitmask.numpy()[0]
         self.stop = list(self.info.stop_token_ids)
@@ -183,11 +182,11 @@ class LLGuidance:
         return matcher.consume_token(token)
 
 
-def make_engine(name: str, tok):
+def make_engine(name: str, tok, xg2_precompute: bool = True):
     if name == "xg2":
         import xg2_plugin
 
-        return XGrammarAPI(xg2_plugin, tok)
+        return XGrammarAPI(xg2_plugin, tok, precompute_pieces=xg2_precompute)
     if name == "xgrammar":
         import xgrammar
 
@@ -202,7 +201,7 @@ def _allowed(row, token: int) -> bool:
 
 
 def run_cell(engine: str, tokenizer_path: str, reqs: List[Dict[str, Any]], conn, prefill: bool = True,
-             evict_mb: int = 0) -> None:
+             evict_mb: int = 0, xg2_precompute: bool = True) -> None:
     """Worker: one engine, one cell, a fresh process."""
     import numpy as np
 
@@ -219,7 +218,7 @@ def run_cell(engine: str, tokenizer_path: str, reqs: List[Dict[str, Any]], conn,
         tok = harmony_vocab.load()
     else:
         tok = common.load_hf_tokenizer(tokenizer_path)
-    eng = make_engine(engine, tok)
+    eng = make_engine(engine, tok, xg2_precompute)
     compile_ms, token_us, errors, background_ms = [], [], [], []
     clock = time.perf_counter
     for i, req in enumerate(reqs):
@@ -277,10 +276,10 @@ def run_cell(engine: str, tokenizer_path: str, reqs: List[Dict[str, Any]], conn,
 
 
 def run_isolated(engine, tokenizer_path, reqs, timeout: float, prefill: bool = True,
-                 evict_mb: int = 0) -> Dict[str, Any]:
+                 evict_mb: int = 0, xg2_precompute: bool = True) -> Dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
-    p = ctx.Process(target=run_cell, args=(engine, tokenizer_path, reqs, child, prefill, evict_mb))
+    p = ctx.Process(target=run_cell, args=(engine, tokenizer_path, reqs, child, prefill, evict_mb, xg2_precompute))
     p.start()
     child.close()
     if parent.poll(timeout):
@@ -362,8 +361,6 @@ def main(argv=None) -> int:
                     help="xg2 without its background work (GrammarCompiler(precompute_pieces=False))")
     ap.add_argument("--out")
     opts = ap.parse_args(argv)
-    if opts.no_xg2_precompute:
-        os.environ["XG2_TOOLS_NO_PRECOMPUTE"] = "1"  # (read by the spawned workers)
     engines = opts.engines.split(",")
     pool = bfcl_pool.load_pool(100)
     rows, problems = [], []
@@ -378,7 +375,8 @@ def main(argv=None) -> int:
                 runs: Dict[str, List[Dict[str, Optional[float]]]] = {eng: [] for eng in order}
                 for run in range(max(1, opts.repeat)):
                     for eng in order[run % len(order):] + order[:run % len(order)]:
-                        res = run_isolated(eng, vocab, reqs, opts.timeout, not opts.no_prefill, opts.prefill_evict)
+                        res = run_isolated(eng, vocab, reqs, opts.timeout, not opts.no_prefill, opts.prefill_evict,
+                                           not opts.no_xg2_precompute)
                         runs[eng].append(summarize(res))
                         problems += [f"{eng} {fmt_name} {mode} N={n}: {e}" for e in res["errors"][:5]]
                 for eng in order:
