@@ -186,7 +186,11 @@ int xg2__build_length(const xg2_ir *ir, uint32_t expr, const uint8_t *inline_rul
     flagvec fin = {0};
     int rc;
     memset(out, 0, sizeof *out);
-    if ((rc = length_body(ir, ir->pool.a[e.a], inline_rule, regions, &B))) goto out;
+    if ((rc = length_body(ir, ir->pool.a[e.a], inline_rule, regions, &B))) {
+        out->conflict_expr = B.conflict_expr; /* (a counted loop in the body: resolved like the rule's own) */
+        xg2__dfa_free(&B);
+        return rc;
+    }
     if ((rc = xg2__fsm_build(ir, ir->pool.a[e.a + 1], NULL, NULL, UINT32_MAX, 1, &U))) goto out;
     if (B.n_loops || (B.n && B.roff[B.n])) {
         rc = length_error(ir, rule, "needs a regular body: no recursion, no counted repetition");
