@@ -75,6 +75,24 @@ def test_a_linked_tag_has_the_masks_of_its_whole_text(deepseek, seed):
         assert verdicts == [True, False, False, False]
 
 
+def test_a_tag_of_300_tools_has_the_masks_of_its_whole_text(deepseek):
+    """300 pieces in one tag (past 255: any per-piece table a byte could index): calls to
+    the first and the last tools walk with the rows of the whole text, and a wrong call
+    is refused at the same token."""
+    compiler = xgr.GrammarCompiler(deepseek.info)
+    tools = [_tool(i) for i in range(300)]
+    tag = _llama_tag(tools)
+    linked_compiled = compiler.compile_structural_tag(json.dumps(tag))
+    whole_compiled = compiler.compile_grammar(Grammar.from_ebnf(structural_tag_to_ebnf(tag, deepseek.info)))
+    rng = np.random.default_rng(3)
+    for i in (4, 254, 290, 299):
+        good = {f"n_{i}": 7, "label": "north", "mode": f"m{i}", "ratio": -0.5, "tags": ["a"], "opt": None}
+        for text, ok in [(f"Sure. <function=tool_{i}>{json.dumps(good)}</function> done.", True),
+                         (f"<function=tool_{i}>" + json.dumps({**good, "mode": "m1000"}) + "</function>", False)]:
+            linked, whole = xgr.GrammarMatcher(linked_compiled), xgr.GrammarMatcher(whole_compiled)
+            assert _walk_both(deepseek, linked, whole, text, rng, samples=4) == ok, (i, text)
+
+
 def test_a_linked_grammar_prints_and_serialises_whole(deepseek):
     compiler = xgr.GrammarCompiler(deepseek.info)
     tag = _llama_tag([_tool(1), _tool(2)])
