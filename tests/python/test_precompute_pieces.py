@@ -197,4 +197,4 @@ def test_odd_schemas_give_samples_or_none_never_an_error():
         assert isinstance(got, tuple) and all(isinstance(t, bytes) and len(t) <= 4096 for t in got), schema
     # a self-referencing schema stops at the depth limit; a long array is cut to four items
     assert sample_arguments_of(json.dumps({"$ref": "#"})) == ()
-    assert sample_arguments_of(json.dumps(odd[3]))[0] == b'["a b", "a b", "a b", "a b"]'
+    assert sample_arguments_of(json.dumps(odd[3]))[0] == b'["a b", "", "", ""]'  # (later items: the other spelling)

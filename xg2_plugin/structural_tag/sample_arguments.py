@@ -20,11 +20,16 @@ _MAX_BYTES = 4096
 
 # Two writers of scalars: the first takes every property, the second only the
 # required ones, with the other spelling of each kind (0 and 0.25 leave a
-# number by other states than 12345 and 123.45; "" than "a b").  A digit's
-# state is counted (a JSON number's digits are bounded in compliant mode):
-# five digits cover the counts of most numbers a call writes.
-_FULL = {"string": "a b", "integer": 12345, "number": 123.45, "boolean": True, "array_len": 2}
+# number by other states than -12345 and -1.2345e-05; "" than "a b").  A
+# digit's state is counted (a JSON number's digits are bounded in compliant
+# mode): five digits cover the counts of most numbers a call writes; the sign
+# and the exponent are states a call meets too (BFCL: 8.854e-12, "b": -3),
+# each a vocabulary walk when first met.  An array's later items take the
+# other writer's scalars ([-1.2345e-05, 0.25]: both of an item's spellings in
+# an optional array, which the second writer leaves out).
+_FULL = {"string": "a b", "integer": -12345, "number": -1.2345e-05, "boolean": True, "array_len": 2}
 _TERSE = {"string": "", "integer": 0, "number": 0.25, "boolean": False, "array_len": 1}
+_OTHER = {id(_FULL): _TERSE, id(_TERSE): _FULL}
 
 
 def sample_arguments(schema: Any) -> Tuple[bytes, ...]:
@@ -127,7 +132,13 @@ class _Sampler:
         out = []
         for i in range(n):
             sub = prefix[i] if isinstance(prefix, list) and i < len(prefix) else item
-            value = self.sample(sub, depth + 1)
+            style = self.style
+            if i:
+                self.style = _OTHER[id(style)]
+            try:
+                value = self.sample(sub, depth + 1)
+            finally:
+                self.style = style
             if value is _NONE:
                 return _NONE
             out.append(value)
@@ -137,8 +148,14 @@ class _Sampler:
         value: Any = self.style[kind]
         lo: Optional[float] = s.get("minimum") if isinstance(s.get("minimum"), (int, float)) else None
         hi: Optional[float] = s.get("maximum") if isinstance(s.get("maximum"), (int, float)) else None
+        xlo = s.get("exclusiveMinimum") if isinstance(s.get("exclusiveMinimum"), (int, float)) else None
+        xhi = s.get("exclusiveMaximum") if isinstance(s.get("exclusiveMaximum"), (int, float)) else None
         if lo is not None and value < lo:
             value = lo
         if hi is not None and value > hi:
             value = hi
+        if xlo is not None and value <= xlo:
+            value = xlo + 1
+        if xhi is not None and value >= xhi:
+            value = xhi - 1
         return int(value) if kind == "integer" and float(value).is_integer() else value
