@@ -13,8 +13,10 @@ cold process), one thread, engines alternating between cells.
     python examples/benchmark/tools.py --engines xg2,xgrammar,llguidance --formats llama,qwen \
         --tools 5,20,50,128 --requests 20 --out examples/benchmark/results/tools.md
 
-Compile = time to first mask (compile the tag, make a matcher, fill the first mask); per token =
-fill + accept. LLGuidance gets the same tags through its `StructTag.to_grammar` (lazy lexemes).
+Compile = time to first mask from the tag's JSON text, as an engine hands a tag to its backend
+(vLLM's API server writes it, in another process): compile the tag, make a matcher, fill the
+first mask; per token = fill + accept. LLGuidance gets the same tags through its
+`StructTag.to_grammar` (lazy lexemes), its timing including the text's `json.loads`.
 Work an engine does in the background after the first mask (xg2: the masks of the tools it meets
 for the first time, `GrammarCompiler(precompute_pieces=True)`, its default) overlaps the prefill
 of the request's prompt in a server: it is waited for, untimed, before the first token, and its
@@ -121,8 +123,8 @@ class XGrammarAPI:
         self.row = self.bitmask.numpy()[0]
         self.stop = list(self.info.stop_token_ids)
 
-    def compile(self, tag):
-        self.compiled = self.compiler.compile_structural_tag(json.dumps(tag))
+    def compile(self, tag_text: str):
+        self.compiled = self.compiler.compile_structural_tag(tag_text)
         return self.m.GrammarMatcher(self.compiled)
 
     def settle(self) -> Optional[float]:
@@ -156,8 +158,8 @@ class LLGuidance:
         self.ptr, self.nbytes = self.mask.ctypes.data, self.mask.nbytes
         self.stop = [self.tokenizer.eos_token]
 
-    def compile(self, tag):
-        fmt = tag["format"]
+    def compile(self, tag_text: str):
+        fmt = json.loads(tag_text)["format"]
         if self.special:
             import harmony_vocab
 
@@ -223,7 +225,7 @@ def run_cell(engine: str, tokenizer_path: str, reqs: List[Dict[str, Any]], conn,
     clock = time.perf_counter
     for i, req in enumerate(reqs):
         if req.get("warmup"):  # untimed (with a text: walked, every mask filled)
-            m = eng.compile(req["tag"])
+            m = eng.compile(json.dumps(req["tag"]))
             eng.fill(m)
             eng.settle()
             for t in tok.encode(req["text"], add_special_tokens=False) if "text" in req else ():
@@ -233,9 +235,10 @@ def run_cell(engine: str, tokenizer_path: str, reqs: List[Dict[str, Any]], conn,
                 eng.fill(m)
             continue
         ids = tok.encode(req["text"], add_special_tokens=False)
+        tag_text = json.dumps(req["tag"])  # (as an engine hands a tag over: JSON text its API server wrote)
         t0 = clock()
         try:
-            m = eng.compile(req["tag"])
+            m = eng.compile(tag_text)
             eng.fill(m)
         except Exception as e:  # a refusal: counted, not timed
             errors.append(f"request {i}: compile: {type(e).__name__}: {str(e)[:200]}")
