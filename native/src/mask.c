@@ -299,8 +299,9 @@ static int hold_literals(held_set *hs, const xg2_grammar *g, const xg2_vocab *v,
     return rc;
 }
 
-int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_memo *memo) {
+int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_memo *memo, int *empty) {
     const xg2_grammar *g = p->g;
+    if (empty) *empty = 0;
     uint32_t k = p->ns - 1;
     uint32_t begin = p->set_start.a[k], end = p->set_start.a[k + 1];
     size_t words = v->words;
@@ -361,6 +362,7 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
     }
     held_entry *held = hs.a;
     uint32_t n_ent = hs.n;
+    if (empty) *empty = n_ent == 0; /* (no entry: no bitset, no listed or uncertain id) */
     /* Accepted tokens: copy the first bitset, OR the others, then set listed ids. */
     int wrote = 0;
     for (uint32_t j = 0; j < n_ent; j++) {

@@ -331,24 +331,25 @@ XG2_HIDDEN int xg2__matcher_fill(xg2_matcher *m, uint32_t *row, int *need_apply)
     } else {
         start_work(m);
         int64_t budget = m->parser.work_left;
-        int rc;
+        int rc, empty = 0;
         if (xg2__parser_budget_near(&m->parser, v->max_token_len)) { /* cached entries know no budgets */
             memset(row, 0, words * sizeof(uint32_t));
             rc = xg2__mask_walk(&m->parser, v, row);
         } else {
-            rc = xg2__mask_fill(&m->parser, v, row, &m->memo);
+            rc = xg2__mask_fill(&m->parser, v, row, &m->memo, &empty);
         }
         m->last_fill_work = budget - m->parser.work_left;
         if ((rc = work_status(m, rc, "fill"))) return rc;
-        if (m->g->token_kinds && (rc = xg2__token_mask_add(&m->parser, m->c, row))) return rc;
+        if (m->g->token_kinds && (rc = xg2__token_mask_add(&m->parser, m->c, row, empty))) return rc;
         if (xg2__parser_can_end(&m->parser)) set_stop_bits(m, row);
     }
-    /* need_apply is 0 only if every id < vocab_size is allowed. */
-    int full = 1;
-    for (size_t w = 0; w + 1 < words && full; w++) full = row[w] == 0xFFFFFFFFu;
+    /* need_apply is 0 only if every id < vocab_size is allowed.  The last word
+     * first: a mask of nearly every token (free text) lacks the special tokens,
+     * which vocabularies put at the end, so this seldom scans the row. */
     uint32_t tail = (uint32_t)v->vocab_size & 31;
     uint32_t last_mask = tail ? (1u << tail) - 1 : 0xFFFFFFFFu;
-    if (full) full = (row[words - 1] & last_mask) == last_mask;
+    int full = (row[words - 1] & last_mask) == last_mask;
+    for (size_t w = 0; w + 1 < words && full; w++) full = row[w] == 0xFFFFFFFFu;
     if (need_apply) *need_apply = !full;
     return XG2_OK;
 }

@@ -72,7 +72,7 @@ int xg2__token_edge_items(const xg2_parser *p, const xg2_vocab *v, int32_t t, xg
     return XG2_OK;
 }
 
-int xg2__token_mask_add(const xg2_parser *p, const xg2_compiled *c, uint32_t *row) {
+int xg2__token_mask_add(const xg2_parser *p, const xg2_compiled *c, uint32_t *row, int empty) {
     const xg2_grammar *g = p->g;
     const xg2_vocab *v = c->v;
     uint32_t k = p->ns - 1;
@@ -91,6 +91,13 @@ int xg2__token_mask_add(const xg2_parser *p, const xg2_compiled *c, uint32_t *ro
         if (!(e->flags & XF_EXCLUDE)) {
             for (uint32_t j = 0; j < e->n; j++)
                 if (!(v->flags[ids[j]] & XG2_TOKEN_PADDING)) row[ids[j] >> 5] |= 1u << (ids[j] & 31);
+            empty = 0;
+            continue;
+        }
+        if (empty) { /* every plain token but the ids, into an empty row: one pass */
+            memcpy(row, v->plain, sizeof(uint32_t) * v->words);
+            for (uint32_t j = 0; j < e->n; j++) row[ids[j] >> 5] &= ~(1u << (ids[j] & 31));
+            empty = 0;
             continue;
         }
         /* every plain token but the ids: add them all, then put the ids' bits back */
