@@ -114,12 +114,13 @@ def canonical_schema(schema, path: str) -> str:
         raise GrammarError(f"{path}: the schema is not JSON-serialisable: {e}") from None
 
 
-def _json_ebnf(canon: str, opts: tuple, path: str) -> str:
-    """A schema's EBNF through our front-end; its errors name ``path``."""
+def _json_ebnf(schema, opts: tuple, path: str) -> str:
+    """A schema's EBNF through our front-end (``schema``: JSON text or the value); its
+    errors name ``path``."""
     from ..json_schema import json_schema_to_ebnf
 
     try:
-        return json_schema_to_ebnf(json.loads(canon), any_whitespace=True, strict_mode=True,
+        return json_schema_to_ebnf(schema, any_whitespace=True, strict_mode=True,
                                    max_whitespace_cnt=opts[1], any_order=opts[0])
     except XG2Error as e:
         raise type(e)(f"{path}: {e}") from None
@@ -165,13 +166,14 @@ def json_schema_linked_piece(schema, path: str, follow: bytes, *, any_order=Fals
         hit = held[0] if held is not None else None
     if hit is not None:
         return hit
-    canon = canonical_schema(schema, path)
-    text = _json_ebnf(canon, opts, path)
+    # (the value itself, not a canonical text of it written and read back: ~25 µs of a new
+    # tool's ~220; the front-end takes any Python value and checks its depth)
+    text = _json_ebnf(schema, opts, path)
     with _CACHE_LOCK:
         piece = _PIECE_BY_TEXT.get(text)
         if piece is None:
             piece = _PIECE_BY_TEXT[text] = Piece(text, f"js{hashlib.sha1(text.encode()).hexdigest()[:12]}_")
-            piece.sampler = lambda: sample_arguments_of(canon)
+            piece.sampler = lambda: sample_arguments_of(schema)
     if pending is not None:
         pending[key] = (piece, path, follow)
         return piece
@@ -179,11 +181,11 @@ def json_schema_linked_piece(schema, path: str, follow: bytes, *, any_order=Fals
     return _cache_put(key, piece)
 
 
-def sample_arguments_of(canon: str) -> Tuple[bytes, ...]:
-    """Sample calls of a tool whose schema's canonical text is ``canon`` (see
-    :mod:`.sample_arguments`); none if the schema has none to give."""
+def sample_arguments_of(schema) -> Tuple[bytes, ...]:
+    """Sample calls of a tool whose schema is ``schema`` (the value or its JSON text;
+    see :mod:`.sample_arguments`); none if the schema has none to give."""
     try:
-        return sample_arguments(json.loads(canon))
+        return sample_arguments(json.loads(schema) if isinstance(schema, (str, bytes)) else schema)
     except Exception:  # (best effort on any schema: 10**400 as a bound overflows a float, ...)
         return ()
 
