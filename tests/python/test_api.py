@@ -205,6 +205,21 @@ def test_fill_return_value(tiny):
     assert m2.num_accepted_steps == 0
 
 
+def test_fill_return_value_reads_every_word():
+    """Over 100 tokens (four words, the last one partial): nothing to apply only when every
+    token is allowed -- a missing one in the first, a middle or the last word says so."""
+    words = [f"{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(100)]  # aa, ab, ..., dv
+    info = xgr.TokenizerInfo(words, stop_token_ids=[])
+    compiler = xgr.GrammarCompiler(info)
+    bm = xgr.allocate_token_bitmask(1, 100)
+    m = xgr.GrammarMatcher(compiler.compile_grammar("root ::= [a-d] [a-z] root | [a-d] [a-z]"))
+    assert m.fill_next_token_bitmask(bm) is False
+    for missing in ("aa", "bq", "dv"):  # words 0, 1, 3
+        others = " | ".join(f'"{w}"' for w in words if w != missing)
+        m = xgr.GrammarMatcher(compiler.compile_grammar(f"root ::= ({others})+"))
+        assert m.fill_next_token_bitmask(bm) is True, missing
+
+
 def test_numpy_bitmask_and_1d_row(tiny):
     m = xgr.GrammarMatcher(tiny.compile_grammar('root ::= "a" | "b"'))
     expected = fill(m, TINY_V)
