@@ -1351,10 +1351,10 @@ static void unlink_grammar(xg2_grammar *g) {
  * most XG2_PEEL_BUDGET iterations this way, of items of at most
  * XG2_PEEL_ITEM_BYTES bytes. */
 static int resolve_loop_conflict(xg2_ir *ir, uint32_t expr, xg2_u32vec *peeled, uint32_t *written) {
-    const xg2_expr e = ir->exprs.a[expr];
     /* (a conflict names a repetition; anything else would make no progress) */
-    if (expr >= ir->exprs.n || e.kind != XE_REPEAT)
+    if (expr >= ir->exprs.n || ir->exprs.a[expr].kind != XE_REPEAT)
         return xg2__fail(XG2_ERR_INTERNAL, "a loop conflict names expression %u, not a repetition", expr);
+    const xg2_expr e = ir->exprs.a[expr];
     int again = 0;
     for (uint32_t i = 0; i < peeled->n; i++) again |= peeled->a[i] == expr;
     uint32_t cost = e.max >= 0 && e.max <= XG2_PEEL_ITERATIONS ? (uint32_t)e.max : XG2_PEEL_ITERATIONS;
