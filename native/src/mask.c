@@ -362,7 +362,9 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
     }
     held_entry *held = hs.a;
     uint32_t n_ent = hs.n;
-    if (empty) *empty = n_ent == 0; /* (no entry: no bitset, no listed or uncertain id) */
+    /* No entry (no bitset, no listed or uncertain id): with `empty` asked for, the row
+     * is left to the caller, which writes it whole. */
+    if (empty) *empty = n_ent == 0;
     /* Accepted tokens: copy the first bitset, OR the others, then set listed ids. */
     int wrote = 0;
     for (uint32_t j = 0; j < n_ent; j++) {
@@ -372,7 +374,7 @@ int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_me
         else for (size_t w = 0; w < words; w++) row[w] |= bits[w];
         wrote = 1;
     }
-    if (!wrote) memset(row, 0, words * sizeof(uint32_t));
+    if (!wrote && !(empty && *empty)) memset(row, 0, words * sizeof(uint32_t));
     /* A fan's union, when it is all the fill holds, is kept for the next time:
      * its accepted tokens as they are first set (so once each). */
     int keep_union = n_unions == 1 && one_union.first == 0 && one_union.end == n_ent && !wrote;

@@ -25,9 +25,9 @@ XG2_HIDDEN void xg2__mask_memo_clear(xg2_mask_memo *memo);
  * then the uncertain tokens checked against the live parser.  xg2__mask_walk
  * walks the whole trie against the live parser (the reference; also used when
  * lookahead assertions are pending, which the cache does not model).  memo
- * (may be NULL) is read and updated by xg2__mask_fill; *empty (may be NULL):
- * the row is all zero for want of anything that could set a bit (no byte-level
- * item: a token-level state), which spares the caller a pass over it. */
+ * (may be NULL) is read and updated by xg2__mask_fill.  With `empty` (may be
+ * NULL), *empty = 1 says that no byte-level item allows anything (a token-level
+ * state) and the row was NOT written: the caller writes it whole. */
 XG2_HIDDEN int xg2__mask_fill(xg2_parser *p, const xg2_vocab *v, uint32_t *row, xg2_mask_memo *memo, int *empty);
 XG2_HIDDEN int xg2__mask_walk(xg2_parser *p, const xg2_vocab *v, uint32_t *row);
 

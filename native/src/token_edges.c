@@ -89,6 +89,7 @@ int xg2__token_mask_add(const xg2_parser *p, const xg2_compiled *c, uint32_t *ro
         const xg2_expr *e = token_expr(g, s);
         const uint32_t *ids = g->ir.pool.a + e->a;
         if (!(e->flags & XF_EXCLUDE)) {
+            if (empty) memset(row, 0, sizeof(uint32_t) * v->words);
             for (uint32_t j = 0; j < e->n; j++)
                 if (!(v->flags[ids[j]] & XG2_TOKEN_PADDING)) row[ids[j] >> 5] |= 1u << (ids[j] & 31);
             empty = 0;
@@ -107,6 +108,7 @@ int xg2__token_mask_add(const xg2_parser *p, const xg2_compiled *c, uint32_t *ro
         for (uint32_t j = 0; j < e->n; j++)
             row[ids[j] >> 5] = (row[ids[j] >> 5] & ~(1u << (ids[j] & 31))) | (uint32_t)had.a[j] << (ids[j] & 31);
     }
+    if (empty && !rc) memset(row, 0, sizeof(uint32_t) * v->words); /* (no token edge here either) */
     vec_free(&had);
     vec_free(&done);
     return rc;

@@ -16,7 +16,8 @@ XG2_HIDDEN int xg2__token_takes(const xg2_grammar *g, uint32_t state, int32_t t,
 XG2_HIDDEN int xg2__token_edge_items(const xg2_parser *p, const xg2_vocab *v, int32_t t, xg2_u32vec *out);
 
 /* Add to a mask row the tokens the token edges of the current set take (empty:
- * the row is known to be all zero, so "every plain token but ..." is a copy). */
+ * the row is not written yet -- all zero to this function, which writes it whole;
+ * "every plain token but ..." is then a copy). */
 XG2_HIDDEN int xg2__token_mask_add(const xg2_parser *p, const xg2_compiled *c, uint32_t *row, int empty);
 
 /* At binding a grammar to a vocabulary: every token id in range (else
