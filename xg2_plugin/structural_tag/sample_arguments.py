@@ -29,7 +29,6 @@ _MAX_BYTES = 4096
 # an optional array, which the second writer leaves out).
 _FULL = {"string": "a b", "integer": -12345, "number": -1.2345e-05, "boolean": True, "array_len": 2}
 _TERSE = {"string": "", "integer": 0, "number": 0.25, "boolean": False, "array_len": 1}
-_OTHER = {id(_FULL): _TERSE, id(_TERSE): _FULL}
 
 
 def sample_arguments(schema: Any) -> Tuple[bytes, ...]:
@@ -57,6 +56,7 @@ class _Sampler:
     def __init__(self, root: Any, style: Dict[str, Any], every: bool) -> None:
         self.root = root
         self.style = style
+        self.other = _TERSE if style is _FULL else _FULL  # (an array's later items)
         self.every = every
 
     def sample(self, s: Any, depth: int) -> Any:
@@ -132,13 +132,13 @@ class _Sampler:
         out = []
         for i in range(n):
             sub = prefix[i] if isinstance(prefix, list) and i < len(prefix) else item
-            style = self.style
             if i:
-                self.style = _OTHER[id(style)]
+                self.style, self.other = self.other, self.style
             try:
                 value = self.sample(sub, depth + 1)
             finally:
-                self.style = style
+                if i:
+                    self.style, self.other = self.other, self.style
             if value is _NONE:
                 return _NONE
             out.append(value)
