@@ -60,6 +60,12 @@ class DFAError(Exception):
 
 
 MAX_DFA_STATES = 4000
+# The subset construction's work: NFA states summed over the subsets it visits.  An
+# unanchored counted pattern (``[0-9a-f]{4096}`` as a key pattern) has subsets as
+# large as the count, so MAX_DFA_STATES alone let it run ~2 s and ~370 MB; the
+# largest need among MaskBench, the JSON-Schema-Test-Suite and the held-out schemas
+# is 8,594.
+MAX_SUBSET_WORK = 1_000_000
 # Refinement rounds minimized() runs (one per character of the longest suffix
 # that tells two states apart) before it leaves a DFA unminimized.
 MINIMIZE_ROUNDS = 64
@@ -700,8 +706,12 @@ class _NFA:
         todo = [s0]  # breadth first: state i is todo[i]
         trans: List[List[Tuple[CS, int]]] = []
         accept: List[bool] = []
+        work = 0
         for cur in todo:
             _budget.check(BUDGET_WHERE)
+            work += len(cur)
+            if work > MAX_SUBSET_WORK:
+                raise DFAError("automaton too large")
             labels = [(cs, t) for s in cur for cs, t in self.edges[s]]
             row = []
             for cs, targets in _partition(labels):

@@ -154,3 +154,26 @@ def test_pattern_property_whose_value_is_no_schema_fails_before_its_key_automato
     with pytest.raises(xgr.GrammarError, match="a schema must be an object or a boolean") as e:
         compiler.compile_json_schema(json.dumps(schema), strict_mode=False, time_limit_ms=150)
     assert "patternProperties" in str(e.value)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "patternProperties": {"[0-9a-f]{4096}": {"type": "null"}}},
+    {"type": "object", "propertyNames": {"pattern": "[0-9a-f]{4096}"}},
+    {"type": "string", "not": {"pattern": "[0-9a-f]{4096}"}},
+], ids=["patternProperties", "propertyNames", "not"])
+def test_unanchored_long_count_is_refused_before_the_budget(schema):
+    # An unanchored counted pattern's subsets hold up to the count's NFA states: the
+    # front-end's subset construction ran 2.2 s and 370 MB before its state limit
+    # said "automaton too large"; its work (NFA states over all subsets) is bounded
+    # now, so the same error comes within a budget that work would overrun.
+    compiler = xgr.GrammarCompiler(_byte_info(), cache_enabled=False)
+    with pytest.raises(xgr.GrammarError, match="automaton too large"):
+        compiler.compile_json_schema(json.dumps(schema), strict_mode=False, time_limit_ms=1000)
+
+
+def test_unanchored_count_under_the_work_bound_compiles():
+    key = "k" + "0123456789abcdef" * 40  # 641 characters, 640 of them a run of the pattern
+    schema = {"type": "object", "patternProperties": {"[0-9a-f]{600}": {"type": "null"}}}
+    grammar = xgr.Grammar.from_json_schema(json.dumps(schema), strict_mode=False)
+    assert _accepts(grammar, {key: None, "x" * 700: [1]})
+    assert not _accepts(grammar, {key: 1})
