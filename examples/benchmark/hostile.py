@@ -229,6 +229,15 @@ tag = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers"
 compiler.compile_structural_tag(json.dumps(tag))
 result = "compiled"
 """),
+] + [
+    (f"unanchored_count_{kw}", f"an unanchored [0-9a-f]{{4096}} under {kw} (a 70-byte schema; strict_mode=False)",
+     True, f"""
+compiler.compile_json_schema({schema!r}, strict_mode=False)
+result = "compiled"
+""") for kw, schema in (
+        ("patternProperties", {"type": "object", "patternProperties": {"[0-9a-f]{4096}": {"type": "null"}}}),
+        ("propertyNames", {"type": "object", "propertyNames": {"pattern": "[0-9a-f]{4096}"}}),
+        ("not", {"type": "string", "not": {"pattern": "[0-9a-f]{4096}"}}))
 ]
 
 
