@@ -336,15 +336,12 @@ XG2_HIDDEN int xg2__matcher_fill(xg2_matcher *m, uint32_t *row, int *need_apply)
             memset(row, 0, words * sizeof(uint32_t));
             rc = xg2__mask_walk(&m->parser, v, row);
         } else {
-            rc = xg2__mask_fill(&m->parser, v, row, &m->memo, &empty);
+            /* (a token-level grammar's fill may leave an empty row to token_mask_add) */
+            rc = xg2__mask_fill(&m->parser, v, row, &m->memo, m->g->token_kinds ? &empty : NULL);
         }
         m->last_fill_work = budget - m->parser.work_left;
         if ((rc = work_status(m, rc, "fill"))) return rc;
-        if (m->g->token_kinds) {
-            if ((rc = xg2__token_mask_add(&m->parser, m->c, row, empty))) return rc;
-        } else if (empty) {
-            memset(row, 0, words * sizeof(uint32_t));
-        }
+        if (m->g->token_kinds && (rc = xg2__token_mask_add(&m->parser, m->c, row, empty))) return rc;
         if (xg2__parser_can_end(&m->parser)) set_stop_bits(m, row);
     }
     /* need_apply is 0 only if every id < vocab_size is allowed.  The last word
