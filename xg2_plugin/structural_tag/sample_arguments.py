@@ -59,6 +59,14 @@ class _Sampler:
         self.other = _TERSE if style is _FULL else _FULL  # (an array's later items)
         self.every = every
 
+    def sample_other(self, s: Any, depth: int) -> Any:
+        """``sample`` with the other writer's scalars (an array's later items)."""
+        self.style, self.other = self.other, self.style
+        try:
+            return self.sample(s, depth)
+        finally:
+            self.style, self.other = self.other, self.style
+
     def sample(self, s: Any, depth: int) -> Any:
         if depth > _MAX_DEPTH:
             return _NONE
@@ -132,13 +140,7 @@ class _Sampler:
         out = []
         for i in range(n):
             sub = prefix[i] if isinstance(prefix, list) and i < len(prefix) else item
-            if i:
-                self.style, self.other = self.other, self.style
-            try:
-                value = self.sample(sub, depth + 1)
-            finally:
-                if i:
-                    self.style, self.other = self.other, self.style
+            value = self.sample(sub, depth + 1) if i == 0 else self.sample_other(sub, depth + 1)
             if value is _NONE:
                 return _NONE
             out.append(value)
