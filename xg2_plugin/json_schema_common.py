@@ -125,8 +125,8 @@ def _name_base(hint: str) -> str:
     # (most hints are names already: the regex only for the others)
     plain = hint.isascii() and hint.replace("-", "a").replace(".", "a").replace("_", "a").isalnum()
     base = (hint if plain else _NAME_JUNK.sub("-", hint)).strip("-") or "r"
-    if not ("A" <= base[0] <= "Z" or "a" <= base[0] <= "z" or base[0] == "_"):
-        base = "r-" + base
+    if not ("A" <= base[0] <= "Z" or "a" <= base[0] <= "z" or base[0] == "_") or base.startswith("xg2-"):
+        base = "r-" + base  # (names starting xg2- are the written-out numeric ranges')
     return base[:60]
 
 

@@ -507,18 +507,20 @@ def number_expr(lo=None, lo_excl=False, hi=None, hi_excl=False, integer=False,
     if hit is not None:
         return hit[0]
     preset = PRESET_NUMBERS.get(key)  # (the numeric formats' ranges, written out)
-    if preset is not None:
-        return preset
+    if preset is not None and add_rule is not None:
+        for name, body, names in preset[1]:
+            add_rule(name, body, names)
+        return preset[0]
     rules = []
     out = _number_expr(lo, lo_excl, hi, hi_excl, integer, multiple,
-                       lambda n, b: rules.append((n, b)), prefix, notmult, exclude)
+                       lambda n, b, names=None: rules.append((n, b, names)), prefix, notmult, exclude)
     if not rules:
         if len(_NUMBER_CACHE) > 4096:
             _NUMBER_CACHE.clear()
         _NUMBER_CACHE[key] = (out,)
     elif add_rule is not None:
-        for n, b in rules:
-            add_rule(n, b)
+        for n, b, names in rules:
+            add_rule(n, b, names)
     else:
         raise NumberError("this numeric constraint needs helper rules")
     return out

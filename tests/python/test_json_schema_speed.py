@@ -14,10 +14,12 @@ import pytest
 
 import xg2_plugin as xgr
 from xg2_plugin import json_schema_formats as F
+from xg2_plugin import json_schema_presets as P
 from xg2_plugin import json_schema_dfa as D
 from xg2_plugin import json_schema_regex as R
 from xg2_plugin.json_schema import json_schema_to_ebnf
 from xg2_plugin.compiler import CompiledGrammar
+from xg2_plugin.testing import _is_grammar_accept_string
 
 _BYTES = []
 
@@ -170,7 +172,6 @@ def test_budget_without_memory_limit_survives_frees_of_older_blocks():
 def test_written_out_formats_and_numeric_ranges_are_current():
     """json_schema_presets is generate()'s output for today's format patterns and
     number grammars (a change to either must regenerate it)."""
-    from xg2_plugin import json_schema_presets as P
 
     with open(P.__file__, encoding="utf-8") as f:
         assert f.read() == P.generate()
@@ -201,11 +202,41 @@ def test_a_string_format_is_not_parsed_again(fmt):
 
 @pytest.mark.parametrize("fmt", sorted(F.NUMERIC_FORMATS))
 def test_a_numeric_format_is_not_built_again(fmt):
+    """A numeric format takes its written-out rules (its minimal automaton,
+    minimal_rules.py), which accept exactly what the range built afresh does:
+    the two grammars agree on every text of a sample of the format's edges,
+    number spellings and random strings over the number characters."""
     fast = _cold_ebnf({"type": "integer", "format": fmt})
     assert not F._NUMBER_CACHE  # (a preset hit stores nothing: nothing was built)
     lo, hi = F.NUMERIC_FORMATS[fmt]
+    top, rules = P.NUMBERS[F.number_cache_key(lo, False, hi, False, True, None, None, ())]
+    assert all(f"{name} ::= {body}" in fast.splitlines() for name, body, _ in rules)
     built = F._number_expr(lo, False, hi, False, True, None, lambda n, b: None, "num", None, ())
-    assert built in fast
+    g_built = xgr.Grammar.from_ebnf(f"root ::= {built}\n")
+    g_rules = xgr.Grammar.from_ebnf(f"root ::= {top}\n" + "".join(f"{n} ::= {b}\n" for n, b, _ in rules))
+    rng = random.Random(fmt)
+    values = [lo, hi, lo - 1, hi + 1, 0, -1, 1, 10**16, 2**53, 2**53 + 1, hi // 10, lo // 7]
+    values += [rng.randint(lo - 10, hi + 10) for _ in range(300)]
+    texts = [t for v in values for t in (str(v), repr(float(v)), f"{v}.0", f"{v}.00", f"{float(v):e}")]
+    texts += ["".join(rng.choice("0123456789.eE+-") for _ in range(rng.randint(1, 24))) for _ in range(2000)]
+    texts += ["-0", "-0.0", "0.0", "1e16", "1E+16", "1e016", "9.2e18", "1.5", "-", ""]
+    accepted = 0
+    for t in texts:
+        verdict = _is_grammar_accept_string(g_built, t)
+        assert _is_grammar_accept_string(g_rules, t) == verdict, t
+        accepted += verdict
+    assert accepted > len(values)  # (both accept the format's numbers: not two empty languages)
+
+
+def test_front_end_rule_names_avoid_the_written_out_ranges_prefix():
+    """The numeric formats' rules are named xg2-...: a hint of that form (a
+    future hint taken from a tool or definition name) gets another name, so
+    that neither rule could replace the other."""
+    from xg2_plugin.json_schema_common import _name_base
+
+    for hint in ("xg2-int64-0", "xg2-uint8-text-3", P.RESERVED_PREFIX):
+        assert not _name_base(hint).startswith(P.RESERVED_PREFIX)
+    assert _name_base("root-value-xg2-int64-0") == "root-value-xg2-int64-0"
 
 
 def test_a_key_automatons_other_characters_are_one_rule():
