@@ -252,10 +252,10 @@ class _Converter:
             self.hoisted[expr] = name
         return name
 
-    def shared(self, name: str, body: str) -> str:
-        """A helper rule defined once per grammar."""
+    def shared(self, name: str, body: str, names: Optional[Tuple[str, ...]] = None) -> str:
+        """A helper rule defined once per grammar (``names``: see add_rule)."""
         if name not in self.rules:
-            self.add_rule(name, body)
+            self.add_rule(name, body, names)
         return name
 
     def add_rule(self, name: str, body: str, names: Optional[Tuple[str, ...]] = None) -> None:
@@ -878,8 +878,10 @@ class _Converter:
         if integer and nonint:
             return None
         try:
+            # (shared: a numeric format's written-out rules come once, however many
+            # values take the format -- 56 in a Pod)
             return F.number_expr(lo, lo_excl, hi, hi_excl, integer, multiple,
-                                 add_rule=self.add_rule, prefix=self.new_name(hint + "-num"),
+                                 add_rule=self.shared, prefix=self.new_name(hint + "-num"),
                                  nonint=nonint, exclude=tuple(not_vals), notmult=notmult)
         except F.NumberError as e:
             mpath = mults[0][1] if mults else path0
